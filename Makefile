@@ -1,0 +1,52 @@
+# gpuctk build and test entry points. `make test` is what CI runs: it
+# installs what the end-to-end tests need (Debian packages, Go tools) when
+# missing, then runs every test. Fragments in mk/ add their own set-up to
+# TEST_DEPS and their own targets.
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.0.0)
+PKG      := github.com/gpuctk/gpuctk
+LDFLAGS  := -s -w -X $(PKG)/internal/version.Version=$(VERSION)
+BIN      := bin
+# go-nvml's header marks many calls deprecated; we call none of those.
+export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
+
+# Tools built from the Go module proxy land here, cached between runs.
+TOOLS    := $(CURDIR)/.cache/tools
+export PATH := $(TOOLS):$(PATH)
+
+TEST_DEPS :=
+FUZZTIME  ?= 10s
+
+.PHONY: all build test unit e2e bench deps lint clean
+all: build
+
+build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
+
+# The hook and the runtime are static and free of cgo: they run on every
+# container start and must not load NVML.
+$(BIN)/gpuctk: FORCE
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
+$(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
+
+deps: $(TEST_DEPS)
+	tests/install-deps.sh
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+	@n=$$($(GO) list -deps ./cmd/gpuctk-hook ./cmd/gpuctk-runtime | grep -c go-nvml); test $$n -eq 0 || { echo "hook or runtime links go-nvml"; exit 1; }
+
+test: deps lint
+	$(GO) test -race -count=1 -timeout 40m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN) dist
+
+FORCE:
+
+-include mk/*.mk

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseValid(t *testing.T) {
+	c, err := Parse([]byte(`
+[cdi]
+vendor = "example.com"
+
+[[sharing]]
+devices = ["0", "1g.10gb"]
+strategy = "time-slicing"
+replicas = 4
+
+[[sharing]]
+devices = ["1"]
+strategy = "mps"
+replicas = 4
+active-thread-percentage = 25
+pinned-memory-limit = "20GiB"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CDI.Vendor != "example.com" || c.CDI.Class != "gpu" || c.CDI.HookPath != "/usr/bin/gpuctk-hook" {
+		t.Errorf("cdi settings = %+v", c.CDI)
+	}
+	if len(c.Sharing) != 2 || c.Sharing[1].PinnedMemoryLimit.MiB() != 20*1024 || c.Sharing[1].ActiveThreadPercentage != 25 {
+		t.Errorf("sharing = %+v", c.Sharing)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ name, data, want string }{
+		{"few replicas", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"time-slicing\"\nreplicas=1\n", `[[sharing]] entry 1: "replicas" is 1: a shared device needs at least 2 replicas`},
+		{"no strategy", "[[sharing]]\ndevices=[\"0\"]\nreplicas=2\n", `"strategy" is missing`},
+		{"bad strategy", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mig\"\nreplicas=2\n", `"strategy" "mig" is not known`},
+		{"no devices", "[[sharing]]\nstrategy=\"mps\"\nreplicas=2\n", `"devices" is empty`},
+		{"mps keys on time-slicing", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"time-slicing\"\nreplicas=2\nactive-thread-percentage=10\n", "apply only to strategy"},
+		{"percentage", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\nactive-thread-percentage=101\n", "from 1 to 100"},
+		{"bad size", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\npinned-memory-limit=\"lots\"\n", `size "lots" is not valid`},
+		{"unknown key", "[cdi]\nvendr = \"x\"\n", `line 2 column 1: unknown key "cdi.vendr"`},
+		{"syntax", "[[sharing]\n", "line 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.data))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "none.toml")
+	if c, err := Load(missing, false); err != nil || c.CDI.Vendor != "nvidia.com" {
+		t.Fatalf("missing default file: %v, %+v", err, c)
+	}
+	if _, err := Load(missing, true); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing explicit file: err = %v", err)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("[[sharing]]\nreplicas = \"x\"\n"), 0o644)
+	if _, err := Load(bad, true); err == nil || !strings.HasPrefix(err.Error(), "config "+bad+": line 2") {
+		t.Fatalf("bad file: err = %v", err)
+	}
+}
+
+func TestSize(t *testing.T) {
+	for in, want := range map[string]Size{"20GiB": 20 << 30, "512MiB": 512 << 20, "1024": 1024, "2G": 2 << 30, "3 MiB": 3 << 20} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1GiB", "1.5GiB", "99999999999999TiB", "GiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) succeeded", in)
+		}
+	}
+	if b, _ := Size(20 << 30).MarshalText(); string(b) != "20GiB" {
+		t.Errorf("MarshalText = %s", b)
+	}
+}

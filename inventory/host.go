@@ -1,0 +1,111 @@
+package inventory
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Host is what a Source reports about one machine.
+type Host struct {
+	DriverVersion string `toml:"driver-version" json:"driverVersion"`
+	CUDAVersion   string `toml:"cuda-version" json:"cudaVersion"`
+	GPUs          []GPU  `toml:"gpu" json:"gpus"`
+}
+
+// GPU is one physical GPU.
+type GPU struct {
+	Index    int    `toml:"index" json:"index"`
+	Minor    int    `toml:"minor" json:"minor"`
+	UUID     string `toml:"uuid" json:"uuid"`
+	Name     string `toml:"name" json:"name"`
+	PCIBusID string `toml:"pci-bus-id" json:"pciBusID"`
+	// MemoryMiB is the device memory in MiB.
+	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`
+	// ComputeCapability is "major.minor", for example "8.0" for an A100.
+	ComputeCapability string `toml:"compute-capability" json:"computeCapability"`
+	MIGEnabled        bool   `toml:"mig" json:"migEnabled"`
+	// MIG lists the MIG devices of a GPU with MIG enabled, in MIG index order.
+	MIG []MIGDevice `toml:"mig-device" json:"migDevices,omitempty"`
+}
+
+// MIGDevice is one MIG instance (a compute instance inside a GPU instance).
+type MIGDevice struct {
+	// Index is the MIG device's index on its parent GPU.
+	Index int `toml:"index" json:"index"`
+	// GI and CI are the GPU instance and compute instance ids.
+	GI      int    `toml:"gi" json:"gi"`
+	CI      int    `toml:"ci" json:"ci"`
+	UUID    string `toml:"uuid" json:"uuid"`
+	Profile string `toml:"profile" json:"profile"`
+	// MemoryMiB is the instance's device memory in MiB.
+	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`
+	SMCount   int    `toml:"sm-count" json:"smCount"`
+}
+
+// Source reports the GPUs of a host.
+type Source interface {
+	Host() (*Host, error)
+}
+
+// ComputeMajor returns the major number of the GPU's compute capability,
+// or 0 when it is unknown.
+func (g *GPU) ComputeMajor() int {
+	var major, minor int
+	if _, err := fmt.Sscanf(g.ComputeCapability, "%d.%d", &major, &minor); err != nil {
+		return 0
+	}
+	return major
+}
+
+// Validate checks that a host description is self-consistent: unique
+// indices, minors and UUIDs, MIG devices only on GPUs with MIG enabled.
+func (h *Host) Validate() error {
+	if h.DriverVersion == "" {
+		return fmt.Errorf("driver version is empty")
+	}
+	indices := map[int]bool{}
+	minors := map[int]bool{}
+	uuids := map[string]bool{}
+	for _, g := range h.GPUs {
+		if g.UUID == "" {
+			return fmt.Errorf("GPU %d: uuid is empty", g.Index)
+		}
+		if indices[g.Index] {
+			return fmt.Errorf("GPU %d: index used twice", g.Index)
+		}
+		if minors[g.Minor] {
+			return fmt.Errorf("GPU %d: minor %d used twice", g.Index, g.Minor)
+		}
+		if uuids[g.UUID] {
+			return fmt.Errorf("GPU %d: uuid %s used twice", g.Index, g.UUID)
+		}
+		indices[g.Index], minors[g.Minor], uuids[g.UUID] = true, true, true
+		if !g.MIGEnabled && len(g.MIG) > 0 {
+			return fmt.Errorf("GPU %d: has MIG devices but MIG is disabled", g.Index)
+		}
+		migIdx := map[int]bool{}
+		for _, m := range g.MIG {
+			if m.UUID == "" {
+				return fmt.Errorf("GPU %d MIG device %d: uuid is empty", g.Index, m.Index)
+			}
+			if uuids[m.UUID] {
+				return fmt.Errorf("GPU %d MIG device %d: uuid %s used twice", g.Index, m.Index, m.UUID)
+			}
+			if migIdx[m.Index] {
+				return fmt.Errorf("GPU %d MIG device %d: index used twice", g.Index, m.Index)
+			}
+			uuids[m.UUID], migIdx[m.Index] = true, true
+		}
+	}
+	return nil
+}
+
+// Sort orders GPUs by index and MIG devices by MIG index, the order device
+// names are assigned in.
+func (h *Host) Sort() {
+	sort.SliceStable(h.GPUs, func(i, j int) bool { return h.GPUs[i].Index < h.GPUs[j].Index })
+	for i := range h.GPUs {
+		m := h.GPUs[i].MIG
+		sort.SliceStable(m, func(a, b int) bool { return m[a].Index < m[b].Index })
+	}
+}

@@ -1,0 +1,124 @@
+package inventory
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+//go:embed profiles/*.toml
+var profiles embed.FS
+
+// Default majors of the dynamically numbered driver devices; a simulated
+// host without a driver root uses these unless its profile says otherwise.
+const (
+	DefaultUVMMajor  = 510
+	DefaultCapsMajor = 511
+)
+
+// Profile is a simulated host: its GPUs plus the facts about its device
+// files that a real host would let discovery read (the dynamic majors).
+type Profile struct {
+	// Name is the embedded profile's name or the file it was read from.
+	Name          string `toml:"-"`
+	DriverVersion string `toml:"driver-version"`
+	CUDAVersion   string `toml:"cuda-version"`
+	UVMMajor      int    `toml:"uvm-major"`
+	CapsMajor     int    `toml:"caps-major"`
+	GPUs          []GPU  `toml:"gpu"`
+}
+
+// Host returns the host the profile describes. It makes Profile a Source.
+func (p *Profile) Host() (*Host, error) {
+	h := &Host{DriverVersion: p.DriverVersion, CUDAVersion: p.CUDAVersion}
+	for _, g := range p.GPUs {
+		g.MIG = append([]MIGDevice(nil), g.MIG...)
+		h.GPUs = append(h.GPUs, g)
+	}
+	h.Sort()
+	return h, nil
+}
+
+// Profiles lists the names of the embedded profiles.
+func Profiles() []string {
+	entries, _ := fs.ReadDir(profiles, "profiles")
+	var names []string
+	for _, e := range entries {
+		names = append(names, strings.TrimSuffix(e.Name(), ".toml"))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LoadProfile returns the embedded profile called name or, when name
+// contains a slash or ends in .toml, the profile file at that path.
+func LoadProfile(name string) (*Profile, error) {
+	var data []byte
+	var err error
+	if strings.ContainsRune(name, '/') || strings.HasSuffix(name, ".toml") {
+		data, err = os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("simulated host profile: %w", err)
+		}
+	} else {
+		data, err = profiles.ReadFile(path.Join("profiles", name+".toml"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("simulated host %q is not known: use one of %s, or a profile file path", name, strings.Join(Profiles(), ", "))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	p, err := ParseProfile(data)
+	if err != nil {
+		return nil, fmt.Errorf("simulated host profile %s: %w", name, err)
+	}
+	p.Name = name
+	return p, nil
+}
+
+// ParseProfile reads a profile from TOML and checks it.
+func ParseProfile(data []byte) (*Profile, error) {
+	var p Profile
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, TOMLError(err)
+	}
+	if p.UVMMajor == 0 {
+		p.UVMMajor = DefaultUVMMajor
+	}
+	if p.CapsMajor == 0 {
+		p.CapsMajor = DefaultCapsMajor
+	}
+	h, _ := p.Host()
+	if err := h.Validate(); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// TOMLError rewrites a go-toml decoding error as one line that names the
+// position and, for an unknown key, the key.
+func TOMLError(err error) error {
+	var serr *toml.StrictMissingError
+	if errors.As(err, &serr) && len(serr.Errors) > 0 {
+		e := serr.Errors[0]
+		row, col := e.Position()
+		return fmt.Errorf("line %d column %d: unknown key %q", row, col, strings.Join(e.Key(), "."))
+	}
+	var derr *toml.DecodeError
+	if errors.As(err, &derr) {
+		row, col := derr.Position()
+		return fmt.Errorf("line %d column %d: %s", row, col, strings.TrimPrefix(derr.Error(), "toml: "))
+	}
+	return err
+}
