@@ -1,0 +1,64 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// binDir holds the binaries built once for the whole test run.
+var binDir string
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "tests: the end-to-end tests need root (they run podman, mknod, dpkg): run `make test` as root")
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "gpuctk-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	if err := buildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildBinaries builds the three shipped binaries as `make build` does.
+func buildBinaries(dir string) error {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	for _, b := range []struct {
+		name string
+		cgo  string
+	}{{"gpuctk", "1"}, {"gpuctk-hook", "0"}, {"gpuctk-runtime", "0"}} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "./cmd/"+b.name)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %v\n%s", b.name, err, out)
+		}
+	}
+	return nil
+}
+
+// bin returns the path of a built binary.
+func bin(name string) string { return filepath.Join(binDir, name) }
+
+// run runs a command and fails the test with its output when it fails.
+func run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return string(out)
+}
