@@ -99,4 +99,3 @@ func TestSharedDefaults(t *testing.T) {
 		t.Errorf("defaults = %d%%, %d MiB", p, m)
 	}
 }
-
