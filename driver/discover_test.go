@@ -132,9 +132,9 @@ func TestDiscoverLibraryFallbackWithoutCache(t *testing.T) {
 
 func TestDiscoverErrors(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
+		name      string
 		breakRoot func(root string)
-		want   string
+		want      string
 	}{
 		{"no driver root", func(root string) { os.RemoveAll(root) }, "driver root"},
 		{"corrupt cache", func(root string) {
