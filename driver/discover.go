@@ -61,7 +61,7 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		for _, d := range binDirs {
 			p := path.Join(d, b)
 			if isRegular(dr.Join(p)) {
-				f.Mounts = append(f.Mounts, specs.Mount{HostPath: dr.Join(p), ContainerPath: p, Options: fileOptions})
+				f.Mounts = append(f.Mounts, &specs.Mount{HostPath: dr.Join(p), ContainerPath: p, Options: fileOptions})
 				break
 			}
 		}
@@ -73,13 +73,13 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		}
 		for _, fw := range fws {
 			p := path.Join(d, version, filepath.Base(fw))
-			f.Mounts = append(f.Mounts, specs.Mount{HostPath: fw, ContainerPath: p, Options: fileOptions})
+			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: fileOptions})
 		}
 		break
 	}
 	for _, s := range sockets {
 		if st, err := os.Lstat(dr.Join(s)); err == nil && st.Mode().Type() == fs.ModeSocket {
-			f.Mounts = append(f.Mounts, specs.Mount{HostPath: dr.Join(s), ContainerPath: s, Options: socketOptions})
+			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: dr.Join(s), ContainerPath: s, Options: socketOptions})
 		}
 	}
 	return f, nil
@@ -170,20 +170,20 @@ type hostNodes struct {
 	migErr    error
 }
 
-func (h *hostNodes) node(p string) (specs.DeviceNode, error) {
+func (h *hostNodes) node(p string) (*specs.DeviceNode, error) {
 	var st unix.Stat_t
 	hp := h.root.Join(p)
 	if err := unix.Stat(hp, &st); err != nil {
-		return specs.DeviceNode{}, fmt.Errorf("device node %s: %w", hp, err)
+		return nil, fmt.Errorf("device node %s: %w", hp, err)
 	}
-	n := specs.DeviceNode{Path: p, Major: int64(unix.Major(st.Rdev)), Minor: int64(unix.Minor(st.Rdev))}
+	n := &specs.DeviceNode{Path: p, Major: int64(unix.Major(st.Rdev)), Minor: int64(unix.Minor(st.Rdev))}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFCHR:
 		n.Type = "c"
 	case unix.S_IFBLK:
 		n.Type = "b"
 	default:
-		return specs.DeviceNode{}, fmt.Errorf("device node %s is not a device (recreate it with mknod or nvidia-modprobe)", hp)
+		return nil, fmt.Errorf("device node %s is not a device (recreate it with mknod or nvidia-modprobe)", hp)
 	}
 	if h.root != "/" {
 		n.HostPath = hp
@@ -280,6 +280,11 @@ func isDir(p, what string) error {
 		return fmt.Errorf("%s %s is not a folder", what, p)
 	}
 	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func isRegular(p string) bool {

@@ -70,7 +70,7 @@ func TestDiscover(t *testing.T) {
 		t.Errorf("mounts = %v\nwant %v", mounts, want)
 	}
 	g, err := f.GPUNode(0)
-	if err != nil || g != (specs.DeviceNode{Path: "/dev/nvidia0", HostPath: filepath.Join(root, "dev/nvidia0"), Type: "c", Major: 195, Minor: 0}) {
+	if err != nil || *g != (specs.DeviceNode{Path: "/dev/nvidia0", HostPath: filepath.Join(root, "dev/nvidia0"), Type: "c", Major: 195, Minor: 0}) {
 		t.Errorf("GPU node = %+v, %v", g, err)
 	}
 	// MIG device 0 of the h100 profile: GI 7, CI 0 -> minors 66 and 67.
@@ -169,7 +169,7 @@ func TestDiscoverErrors(t *testing.T) {
 
 func TestStandard(t *testing.T) {
 	f := Standard("580.65.06", 510, 511)
-	if len(f.ControlNodes) != 4 || f.ControlNodes[1] != (specs.DeviceNode{Path: "/dev/nvidia-uvm", Type: "c", Major: 510, Minor: 0}) {
+	if len(f.ControlNodes) != 4 || *f.ControlNodes[1] != (specs.DeviceNode{Path: "/dev/nvidia-uvm", Type: "c", Major: 510, Minor: 0}) {
 		t.Errorf("control nodes = %+v", f.ControlNodes)
 	}
 	mig, err := f.MIGNodes(1, 0, 0)

@@ -13,10 +13,10 @@ type Files struct {
 	// Version is the driver version the libraries match.
 	Version string
 	// ControlNodes are /dev/nvidiactl, /dev/nvidia-uvm, … present on the host.
-	ControlNodes []specs.DeviceNode
+	ControlNodes []*specs.DeviceNode
 	// Mounts are the libraries, binaries, firmware and sockets, each at the
 	// same path in the container as under the driver root.
-	Mounts []specs.Mount
+	Mounts []*specs.Mount
 	// Links are the symbolic links the hook creates in the container, as
 	// "target::link" with the link's absolute path (SONAME and .so links).
 	Links []string
@@ -29,19 +29,19 @@ type Files struct {
 // nodeSource finds device nodes: on a host by stat, on a simulated host
 // from the standard numbering.
 type nodeSource interface {
-	node(path string) (specs.DeviceNode, error)
+	node(path string) (*specs.DeviceNode, error)
 	capMinor(gpuMinor, gi, ci int) (int, error)
 }
 
 // GPUNode returns the node of the GPU with the given minor, /dev/nvidiaN.
-func (f *Files) GPUNode(minor int) (specs.DeviceNode, error) {
+func (f *Files) GPUNode(minor int) (*specs.DeviceNode, error) {
 	return f.nodes.node(fmt.Sprintf("/dev/nvidia%d", minor))
 }
 
 // MIGNodes returns the capability nodes that give access to a MIG device:
 // its GPU instance's and its compute instance's access nodes.
-func (f *Files) MIGNodes(gpuMinor, gi, ci int) ([]specs.DeviceNode, error) {
-	var out []specs.DeviceNode
+func (f *Files) MIGNodes(gpuMinor, gi, ci int) ([]*specs.DeviceNode, error) {
+	var out []*specs.DeviceNode
 	for _, c := range []int{-1, ci} {
 		minor, err := f.nodes.capMinor(gpuMinor, gi, c)
 		if err != nil {
@@ -97,7 +97,7 @@ var (
 // addLibrary records a library file found at containerPath (hostPath on
 // the host), with the links its SONAME and .so name need.
 func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
-	f.Mounts = append(f.Mounts, specs.Mount{HostPath: hostPath, ContainerPath: containerPath, Options: fileOptions})
+	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: hostPath, ContainerPath: containerPath, Options: fileOptions})
 	dir, file := path.Split(containerPath)
 	dir = path.Clean(dir)
 	if soname != "" && soname != file {

@@ -42,19 +42,19 @@ func Standard(version string, uvmMajor, capsMajor int) *Files {
 	}
 	for _, b := range binaries {
 		p := path.Join(standardBin, b)
-		f.Mounts = append(f.Mounts, specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
 	}
 	for _, fw := range []string{"gsp_ga10x.bin", "gsp_tu10x.bin"} {
 		p := path.Join(firmwareDir, version, fw)
-		f.Mounts = append(f.Mounts, specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
 	}
-	f.Mounts = append(f.Mounts, specs.Mount{HostPath: sockets[0], ContainerPath: sockets[0], Options: socketOptions})
+	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: sockets[0], ContainerPath: sockets[0], Options: socketOptions})
 	return f
 }
 
 type standardNodes struct{ uvm, caps int64 }
 
-func (s standardNodes) node(p string) (specs.DeviceNode, error) {
+func (s standardNodes) node(p string) (*specs.DeviceNode, error) {
 	major, minor := int64(NvidiaMajor), int64(-1)
 	var n int64
 	switch {
@@ -72,9 +72,9 @@ func (s standardNodes) node(p string) (specs.DeviceNode, error) {
 		minor = n
 	}
 	if minor < 0 {
-		return specs.DeviceNode{}, fmt.Errorf("no standard device node %s", p)
+		return nil, fmt.Errorf("no standard device node %s", p)
 	}
-	return specs.DeviceNode{Path: p, Type: "c", Major: major, Minor: minor}, nil
+	return &specs.DeviceNode{Path: p, Type: "c", Major: major, Minor: minor}, nil
 }
 
 func (s standardNodes) capMinor(gpuMinor, gi, ci int) (int, error) {
