@@ -55,7 +55,7 @@ func hostFlags() []cli.Flag {
 		configFlag(),
 		&cli.StringFlag{Name: "simulate", Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + joinNames(inventory.Profiles()) + ") or a profile file"},
 		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's files are installed (default: config, /)"},
-		&cli.StringFlag{Name: "dev-root", Usage: "where /dev and /proc are (default: config, /)"},
+		&cli.StringFlag{Name: "dev-root", Usage: "where /dev and /proc are (default: config, else the driver root)"},
 	}
 }
 
@@ -92,8 +92,9 @@ func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
 	}
 	if c.IsSet("dev-root") {
 		devRoot = c.String("dev-root")
-	} else if c.IsSet("driver-root") && !c.IsSet("dev-root") && cfg.CDI.DevRoot == "/" {
-		devRoot = "/"
+	}
+	if devRoot == "" {
+		devRoot = driverRoot
 	}
 	var h *inventory.Host
 	if name := c.String("simulate"); name != "" {
