@@ -35,13 +35,13 @@ type Config struct {
 
 // CDI holds the settings of spec generation.
 type CDI struct {
-	Vendor     string   `toml:"vendor"`
-	Class      string   `toml:"class"`
-	HookPath   string   `toml:"hook-path"`
-	DriverRoot string   `toml:"driver-root"`
+	Vendor     string `toml:"vendor"`
+	Class      string `toml:"class"`
+	HookPath   string `toml:"hook-path"`
+	DriverRoot string `toml:"driver-root"`
 	// DevRoot is where /dev and /proc are; empty means the driver root.
-	DevRoot    string   `toml:"dev-root"`
-	SpecDirs   []string `toml:"spec-dirs"`
+	DevRoot  string   `toml:"dev-root"`
+	SpecDirs []string `toml:"spec-dirs"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
