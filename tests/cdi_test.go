@@ -18,7 +18,7 @@ const inspect = `ls -1 /dev/nvidia* /dev/nvidia-caps/* 2>/dev/null | grep -v :$ 
 	`echo SONAME=$(readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1); ` +
 	`/sbin/ldconfig -p | grep -q 'libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1' && echo CACHE; ` +
 	`echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; ` +
-	`for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do test -e $n && stat -c 'NODE %n %F %t:%T' $n; done`
+	`for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do test -e $n && stat -c 'NODE %n %F %t:%T' $n; done; true`
 
 func TestPodmanDevices(t *testing.T) {
 	driverRoot, p := fakeDriverRoot(t, "dgx-a100")
