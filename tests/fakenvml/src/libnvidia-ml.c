@@ -18,6 +18,12 @@
  * the named function return the code, for that GPU (and its MIG devices)
  * or for every call.
  *
+ * Where NVML has versioned entry points only the version go-nvml prefers
+ * is exported (nvmlInit_v2, nvmlDeviceGetCount_v2, ..._HandleByIndex_v2,
+ * ..._PciInfo_v3, ..._Attributes_v2): go-nvml dlsyms those at load and
+ * falls back to the unversioned name, so a wrong choice ends the process
+ * with "symbol lookup error" instead of passing quietly.
+ *
  * Declarations are our own, from the NVML API reference; no NVIDIA header
  * is used. Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -Wl,-z,nodelete
  * (nodelete: go-nvml dlcloses the library at nvmlShutdown, but the calls it
