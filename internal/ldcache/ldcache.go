@@ -55,6 +55,12 @@ type Cache struct {
 	// (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36";
 	// Marshal writes it back unchanged.
 	Generator string
+
+	// interned holds strings stored in the parsed string table that no
+	// entry refers to: ldconfig interns the name of every glibc-hwcaps
+	// subdirectory it scans, used or not. Marshal keeps them so that a
+	// cache parsed and marshalled again is byte for byte the same.
+	interned []string
 }
 
 const (
@@ -175,10 +181,34 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			return nil, formatErr("entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
 		}
 	}
-	if err := resolveStrings(tab, uint32(strStart), refs); err != nil {
+	ends, err := resolveStrings(tab, uint32(strStart), refs)
+	if err != nil {
 		return nil, err
 	}
+	c.interned = unreferenced(tab, ends)
 	return c, nil
+}
+
+// unreferenced returns the strings of tab that end at none of ends (the
+// ascending positions of the NULs that referenced strings end at).
+func unreferenced(tab string, ends []int) []string {
+	var out []string
+	k := 0
+	for start := 0; start < len(tab); {
+		j := strings.IndexByte(tab[start:], 0)
+		if j < 0 {
+			break
+		}
+		nul := start + j
+		for k < len(ends) && ends[k] < nul {
+			k++
+		}
+		if j > 0 && (k == len(ends) || ends[k] != nul) {
+			out = append(out, tab[start:nul])
+		}
+		start = nul + 1
+	}
+	return out
 }
 
 // parseExtensions reads the extension directory at extOff (relative to the
@@ -225,22 +255,25 @@ func (c *Cache) parseExtensions(data []byte, extOff uint64) ([]uint32, error) {
 // resolveStrings fills each ref with the NUL-terminated string at its
 // offset in tab (which starts at offset start). Refs are visited in offset
 // order so that each byte of tab is scanned once, however many entries a
-// hostile file points into one long unterminated run.
-func resolveStrings(tab string, start uint32, refs []stringRef) error {
+// hostile file points into one long unterminated run. It returns the
+// positions in tab of the NULs ending the strings, ascending.
+func resolveStrings(tab string, start uint32, refs []stringRef) ([]int, error) {
 	slices.SortFunc(refs, func(a, b stringRef) int { return cmp.Compare(a.off, b.off) })
+	var ends []int
 	end := -1 // index in tab of the NUL ending the last string found
 	for _, r := range refs {
 		i := int(r.off - start)
 		if i > end {
 			j := strings.IndexByte(tab[i:], 0)
 			if j < 0 {
-				return formatErr("string at offset %d runs past the end of the string table", r.off)
+				return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
 			}
 			end = i + j
+			ends = append(ends, end)
 		}
 		*r.dst = tab[i:end]
 	}
-	return nil
+	return ends, nil
 }
 
 func isExtension(hwcap uint64) bool {
@@ -323,6 +356,7 @@ func (c *Cache) Marshal() ([]byte, error) {
 		strs = append(strs, e.Key, e.Value)
 	}
 	strs = append(strs, names...)
+	strs = append(strs, c.interned...)
 	var sum uint64
 	for _, s := range strs {
 		sum += uint64(len(s)) + 1
