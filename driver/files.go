@@ -112,6 +112,7 @@ func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
 		f.Links = append(f.Links, file+"::"+path.Join(dir, soname))
 		if l.devLink {
 			f.Links = append(f.Links, soname+"::"+path.Join(dir, l.base+".so"))
+			f.Libraries = append(f.Libraries, path.Join(dir, l.base+".so"))
 		}
 	}
 	for _, d := range f.LibDirs {
