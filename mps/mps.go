@@ -3,6 +3,7 @@ package mps
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -219,6 +220,9 @@ func (m *Manager) started() ([]Device, error) {
 		}
 		out = append(out, d)
 	}
+	slices.SortFunc(out, func(a, b Device) int {
+		return cmp.Or(cmp.Compare(a.GPUIndex, b.GPUIndex), cmp.Compare(a.MIGIndex, b.MIGIndex))
+	})
 	return out, nil
 }
 
