@@ -33,9 +33,9 @@ func ReplicaEdits(stateRoot, hookPath string, d Device) specs.ContainerEdits {
 	return specs.ContainerEdits{
 		Env: []string{
 			"CUDA_MPS_PIPE_DIRECTORY=" + ContainerPipeDir,
-			"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(d.ThreadPercentage()),
+			"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + strconv.Itoa(d.ThreadPercentage),
 			// The device is ordinal 0 inside the container.
-			fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", d.PinnedMemoryMiB()),
+			fmt.Sprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%dM", d.PinnedMemoryMiB),
 		},
 		Mounts: []*specs.Mount{
 			{HostPath: pipe, ContainerPath: ContainerPipeDir, Type: "bind", Options: opts},

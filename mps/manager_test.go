@@ -168,15 +168,6 @@ func newManager(t *testing.T, driverRoot string, opts ...Option) (*Manager, stri
 	return m, state
 }
 
-func dgxDevices(t *testing.T, sharing ...config.Sharing) []Device {
-	t.Helper()
-	devs, err := Resolve(loadHost(t, "dgx-a100"), sharing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return devs
-}
-
 func TestManagerLifecycle(t *testing.T) {
 	root := driverRootWith(t, "")
 	modes := newFakeModes()
@@ -188,7 +179,7 @@ func TestManagerLifecycle(t *testing.T) {
 		config.Sharing{Devices: []string{"1"}, Strategy: config.TimeSlicing, Replicas: 4},
 		config.Sharing{Devices: []string{"7:0"}, Strategy: config.MPS, Replicas: 2},
 	)
-	gpu0, mig := devs[0], devs[2]
+	gpu0, mig := devs[0], devs[1]
 	gpu7 := mig.ParentUUID
 
 	// Start: a daemon per MPS-shared device, nothing for time-slicing.
@@ -199,7 +190,7 @@ func TestManagerLifecycle(t *testing.T) {
 	if len(res) != 2 || res[0].Action != "started" || res[1].Action != "started" || res[0].Device.UUID != gpu0.UUID || res[1].Device.UUID != mig.UUID {
 		t.Fatalf("start = %+v", res)
 	}
-	if _, err := os.Stat(filepath.Join(state, devs[1].UUID)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(state, "GPU-a7542f20-14de-9809-577c-4528b760814b")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("time-sliced GPU 1 got MPS state: %v", err)
 	}
 	var hostShm syscall.Stat_t
@@ -222,7 +213,7 @@ func TestManagerLifecycle(t *testing.T) {
 		}
 		// An environment built from scratch, naming the device.
 		wantEnv := []string{
-			"PATH=" + strings.Join([]string{root + "/usr/bin", root + "/usr/local/bin", root + "/usr/sbin", root + "/bin", root + "/sbin", root + "/usr/local/nvidia/bin"}, ":") + ":/usr/sbin:/usr/bin:/sbin:/bin",
+			"PATH=" + strings.Join([]string{root + "/usr/bin", root + "/usr/sbin", root + "/bin", root + "/sbin", root + "/usr/local/bin", root + "/usr/local/nvidia/bin"}, ":") + ":/usr/sbin:/usr/bin:/sbin:/bin",
 			"CUDA_MPS_PIPE_DIRECTORY=" + PipeDir(state, tc.d.UUID),
 			"CUDA_MPS_LOG_DIRECTORY=" + LogDir(state, tc.d.UUID),
 			"CUDA_VISIBLE_DEVICES=" + tc.d.UUID,

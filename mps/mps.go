@@ -330,10 +330,10 @@ func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, err
 		case <-time.After(delay):
 		}
 	}
-	p := d.ThreadPercentage()
+	p := d.ThreadPercentage
 	for _, c := range []string{
 		fmt.Sprintf("set_default_active_thread_percentage %d", p),
-		fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", d.PinnedMemoryMiB()),
+		fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", d.PinnedMemoryMiB),
 	} {
 		if _, err := m.control(ctx, ctl, d, c); err != nil {
 			return 0, err
@@ -409,7 +409,7 @@ func (m *Manager) env(d Device, daemon bool) []string {
 	}
 	if m.driverRoot != "/" {
 		var libs []string
-		for _, dir := range []string{"usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib", "lib64", "lib"} {
+		for _, dir := range libDirs {
 			if fi, err := os.Stat(filepath.Join(m.driverRoot, dir)); err == nil && fi.IsDir() {
 				libs = append(libs, filepath.Join(m.driverRoot, dir))
 			}

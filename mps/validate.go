@@ -43,7 +43,7 @@ func Validate(devs []Device, driverRoot string) error {
 		if !d.IsMPS() {
 			continue
 		}
-		errs = append(errs, d.validate()...)
+		errs = append(errs, d.Validate())
 	}
 	if _, err := FindControl(driverRoot); err != nil {
 		errs = append(errs, err)
@@ -51,7 +51,9 @@ func Validate(devs []Device, driverRoot string) error {
 	return errors.Join(errs...)
 }
 
-func (d Device) validate() []error {
+// Validate checks the device against the rules of MPS (replicas, thread
+// percentage, memory limit) and returns every failure, one line each.
+func (d Device) Validate() error {
 	var errs []error
 	fail := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("MPS device %s: "+format, append([]any{d}, args...)...))
@@ -70,13 +72,11 @@ func (d Device) validate() []error {
 		}
 		fail("replicas is %d: at most %d (%s)", r, most, why)
 	}
-	if r < 1 {
-		return errs // the limits below divide by replicas
-	}
-	if p := d.ThreadPercentage(); p < 1 || p > 100 {
+
+	if p := d.ThreadPercentage; p < 1 || p > 100 {
 		fail("active-thread-percentage is %d: it must be from 1 to 100", p)
 	}
-	switch limit := d.PinnedMemoryMiB(); {
+	switch limit := d.PinnedMemoryMiB; {
 	case d.MemoryMiB == 0 && d.Sharing.PinnedMemoryLimit == 0:
 		fail("its memory size is unknown: set pinned-memory-limit")
 	case limit < 1:
@@ -84,15 +84,19 @@ func (d Device) validate() []error {
 	case d.MemoryMiB > 0 && limit > d.MemoryMiB:
 		fail("pinned-memory-limit is %dMiB: the device has only %dMiB", limit, d.MemoryMiB)
 	}
-	return errs
+	return errors.Join(errs...)
 }
 
 // controlName is the MPS control daemon's binary.
 const controlName = "nvidia-cuda-mps-control"
 
-// binDirs are the folders, relative to the driver root, that hold driver
-// binaries on the distributions and driver containers we know.
-var binDirs = []string{"usr/bin", "usr/local/bin", "usr/sbin", "bin", "sbin", "usr/local/nvidia/bin"}
+// binDirs and libDirs are the folders, relative to the driver root, that
+// hold driver binaries and libraries on the distributions and driver
+// containers we know (the folders package driver searches).
+var (
+	binDirs = []string{"usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin"}
+	libDirs = []string{"usr/lib/x86_64-linux-gnu", "usr/lib64", "lib/x86_64-linux-gnu", "lib64", "usr/lib", "lib", "usr/local/nvidia/lib64"}
+)
 
 // FindControl returns the path of nvidia-cuda-mps-control under the
 // driver root.

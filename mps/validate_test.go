@@ -1,12 +1,14 @@
 package mps
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 )
 
 // fakeDriverRoot returns a driver root holding an executable
@@ -30,10 +32,21 @@ var (
 	mig1 = Device{Name: "mig-0", GPUIndex: 4, MIGIndex: 0, UUID: "MIG-m", ParentUUID: "GPU-g", MemoryMiB: 4864, ComputeMajor: 8, SMCount: 14}
 )
 
+// shared returns d shared through MPS, as config.Resolve and NewDevice
+// would describe it.
 func shared(d Device, replicas, percent int, limit config.Size) Device {
-	d.Sharing = config.Sharing{Devices: []string{d.Name}, Strategy: config.MPS, Replicas: replicas,
+	gpu := &inventory.GPU{Index: d.GPUIndex, UUID: d.ParentUUID, MemoryMiB: d.MemoryMiB}
+	if d.ComputeMajor > 0 {
+		gpu.ComputeCapability = fmt.Sprintf("%d.0", d.ComputeMajor)
+	}
+	dev := inventory.Device{GPU: gpu, Ordinal: -1}
+	if d.MIGIndex >= 0 {
+		gpu.MemoryMiB, gpu.MIGEnabled = 40960, true
+		dev.MIG, dev.Ordinal = &inventory.MIGDevice{Index: d.MIGIndex, UUID: d.UUID, MemoryMiB: d.MemoryMiB, SMCount: d.SMCount}, 0
+	}
+	sh := config.Sharing{Devices: []string{d.UUID}, Strategy: config.MPS, Replicas: replicas,
 		ActiveThreadPercentage: percent, PinnedMemoryLimit: limit}
-	return d
+	return NewDevice(config.Shared{Device: dev, Sharing: &sh, Entry: 1})
 }
 
 func TestDefaults(t *testing.T) {
@@ -49,7 +62,7 @@ func TestDefaults(t *testing.T) {
 		{shared(mig1, 7, 0, 0), 14, 694},
 		{shared(mig1, 2, 0, 1536<<20), 50, 1536},
 	} {
-		if p, l := tc.d.ThreadPercentage(), tc.d.PinnedMemoryMiB(); p != tc.percent || l != tc.limitMiB {
+		if p, l := tc.d.ThreadPercentage, tc.d.PinnedMemoryMiB; p != tc.percent || l != tc.limitMiB {
 			t.Errorf("%s with %+v: %d%%, %dMiB; want %d%%, %dMiB", tc.d, tc.d.Sharing, p, l, tc.percent, tc.limitMiB)
 		}
 	}
@@ -99,7 +112,7 @@ func TestValidate(t *testing.T) {
 			"MPS device MIG device 4:0 (MIG-m): pinned-memory-limit is 5120MiB: the device has only 4864MiB"},
 		{"memory limit below 1MiB", shared(a100, 2, 0, 4096),
 			"MPS device GPU 0 (GPU-a): pinned-memory-limit is 4096 bytes: it must be at least 1MiB"},
-		{"memory unknown", shared(Device{Name: "0", MIGIndex: -1, UUID: "GPU-x", ComputeMajor: 8}, 2, 0, 0),
+		{"memory unknown", shared(Device{Name: "0", MIGIndex: -1, UUID: "GPU-x", ParentUUID: "GPU-x", ComputeMajor: 8}, 2, 0, 0),
 			"MPS device GPU 0 (GPU-x): its memory size is unknown: set pinned-memory-limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,7 +133,7 @@ func TestValidate(t *testing.T) {
 func TestValidateBinary(t *testing.T) {
 	empty := t.TempDir()
 	err := Validate([]Device{shared(a100, 2, 0, 0)}, empty)
-	want := "driver root " + empty + ": nvidia-cuda-mps-control is not in usr/bin, usr/local/bin, usr/sbin, bin, sbin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"
+	want := "driver root " + empty + ": nvidia-cuda-mps-control is not in usr/bin, usr/sbin, bin, sbin, usr/local/bin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}

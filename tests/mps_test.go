@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -254,9 +255,9 @@ func TestMPSBadInput(t *testing.T) {
 		{"one replica", "dgx-a100", entry(`"0"`, 1, ""), nil,
 			`config %s: [[sharing]] entry 1: "replicas" is 1: a shared device needs at least 2 replicas`},
 		{"selector matches nothing", "dgx-a100", entry(`"9"`, 2, ""), nil,
-			`config %s: [[sharing]] entry 1: selector "9" matches no device: use a GPU index, a UUID, mig-N, G:M, a MIG profile such as 1g.10gb, or "all"`},
+			`config %s: [[sharing]] entry 1: selector "9" matches no device on this host`},
 		{"binary missing", "dgx-a100", entry(`"0"`, 2, ""), []string{"--driver-root", "/nonexistent"},
-			"driver root /nonexistent: nvidia-cuda-mps-control is not in usr/bin, usr/local/bin, usr/sbin, bin, sbin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
+			"driver root /nonexistent: nvidia-cuda-mps-control is not in usr/bin, usr/sbin, bin, sbin, usr/local/bin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
 		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
 			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
 	} {
@@ -274,5 +275,133 @@ func TestMPSBadInput(t *testing.T) {
 				t.Errorf("state root holds %v after a refused start", entries)
 			}
 		})
+	}
+}
+
+// installMPSDouble puts the double in a driver root as its
+// nvidia-cuda-mps-control.
+func installMPSDouble(t *testing.T, driverRoot string) {
+	t.Helper()
+	src := filepath.Join(mpsDriverRoot(t), "usr/bin/nvidia-cuda-mps-control")
+	copyFile(t, src, filepath.Join(driverRoot, "usr/bin/nvidia-cuda-mps-control"), 0o755)
+}
+
+// insideMPS prints what a container sees of its MPS client set-up.
+const insideMPS = `env | grep ^CUDA_MPS_ | sort; ` +
+	`test -S /tmp/nvidia-mps/control && echo SOCKET; ` +
+	`echo MARKER=$(cat /dev/shm/mpsdouble); ` +
+	`echo SHMDEV=$(stat -c %d /dev/shm); ` +
+	`echo hello > /dev/shm/from-container && echo WROTE; true`
+
+func TestPodmanMPS(t *testing.T) {
+	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
+	installMPSDouble(t, driverRoot)
+	state := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`
+[[sharing]]
+devices = ["0"]
+strategy = "mps"
+replicas = 4
+active-thread-percentage = 25
+pinned-memory-limit = "20GiB"
+
+[[sharing]]
+devices = ["mig-0"]
+strategy = "mps"
+replicas = 2
+
+[mps]
+state-root = %q
+shm-size = "64MiB"
+`, state))
+	mpsArgs := func(sub string) []string {
+		return []string{"mps", sub, "--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}
+	}
+	t.Cleanup(func() { runResult(t, bin("gpuctk"), mpsArgs("stop")...) })
+	run(t, bin("gpuctk"), mpsArgs("start")...)
+
+	vendor := uniqueVendor()
+	spec := systemSpecPath(t, vendor)
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
+		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
+	rootfs := busyboxRoot(t, false)
+
+	const mig0 = "MIG-4f372b7b-fd65-b445-a712-a1601122affe" // GPU 4's MIG device 0, 1g.5gb, 4864MiB
+	for _, tc := range []struct {
+		device, uuid, percent, limit string
+	}{
+		{"0::1", dgxGPU0, "25", "20480M"},
+		{"mig-0::0", mig0, "50", "2432M"},
+		{"GPU-13fe3248-4da8-65f8-e972-3f15eef51793::3", dgxGPU0, "25", "20480M"},
+	} {
+		t.Run(tc.device, func(t *testing.T) {
+			shm := filepath.Join(state, tc.uuid, "shm")
+			os.Remove(filepath.Join(shm, "from-container"))
+			out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=" + tc.device}, insideMPS)
+			if err != nil {
+				t.Fatalf("podman: %v\n%s", err, out)
+			}
+			t.Logf("inside:\n%s", out)
+			var st syscall.Stat_t
+			if err := syscall.Stat(shm, &st); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{
+				"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + tc.percent,
+				"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=" + tc.limit,
+				"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+				// The daemon's pipe, and /dev/shm is the daemon's tmpfs:
+				// the file the daemon keeps there, the same file system,
+				// and what the container writes reaches the daemon's side.
+				"SOCKET",
+				"MARKER=" + tc.uuid,
+				fmt.Sprintf("SHMDEV=%d", st.Dev),
+				"WROTE",
+			}
+			if got := lines(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("inside the container:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if data, err := os.ReadFile(filepath.Join(shm, "from-container")); err != nil || string(data) != "hello\n" {
+				t.Errorf("the container's /dev/shm write is not in the daemon's tmpfs: %q, %v", data, err)
+			}
+		})
+	}
+
+	// The double got the defaults, so a client that drops its env still
+	// gets at most its share.
+	e := &mpsEnv{stateRoot: state}
+	if r := e.record(t, dgxGPU0); r.ActiveThreadPercentage != 25 || r.PinnedMemLimits["0"] != "20480M" || r.CUDAVisibleDevices != dgxGPU0 {
+		t.Errorf("GPU 0 daemon: %+v", r)
+	}
+	if r := e.record(t, mig0); r.ActiveThreadPercentage != 50 || r.PinnedMemLimits["0"] != "2432M" || r.CUDAVisibleDevices != mig0 {
+		t.Errorf("mig-0 daemon: %+v", r)
+	}
+
+	// With the daemon stopped, the hook refuses the container and says why.
+	run(t, bin("gpuctk"), mpsArgs("stop")...)
+	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0::1"}, "true")
+	want := "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("podman with the daemon stopped: %v\n%s\nwant the output to hold %q", err, out, want)
+	}
+	// A time-sliced or whole device does not depend on any daemon.
+	out, err = podman(t, rootfs, []string{"--device", vendor + "/gpu=1"}, "grep -q /tmp/nvidia-mps /proc/self/mountinfo && echo MPS; env | grep CUDA_MPS; true")
+	if err != nil || strings.Contains(out, "MPS") {
+		t.Errorf("GPU 1 with MPS daemons stopped: %v\n%s", err, out)
+	}
+}
+
+func TestMPSGenerateRefusesBadSharing(t *testing.T) {
+	cfg := writeConfig(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 49\n")
+	out := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(out, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runResult(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", cfg, "--output", out)
+	if code == 0 || !strings.Contains(stderr, "MPS device GPU 0 ("+dgxGPU0+"): replicas is 49: at most 48") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if data, _ := os.ReadFile(out); string(data) != "old\n" {
+		t.Errorf("the spec file changed: %q", data)
 	}
 }

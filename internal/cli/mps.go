@@ -2,9 +2,7 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 )
@@ -23,10 +22,10 @@ func init() {
 
 func mpsFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "config", Value: config.DefaultPath, Usage: "configuration `FILE`"},
+		configFlag(),
 		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's files are (default: [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "simulate", Usage: "read the GPUs from the simulated host `NAME` (or a profile file) instead of NVML; leaves compute modes alone"},
-		&cli.StringFlag{Name: "state-root", Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps)"},
+		&cli.StringFlag{Name: "state-root", Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps; set it there, as the spec's mounts use it too)"},
 		&cli.BoolFlag{Name: "no-compute-mode", Usage: "leave the GPUs' compute modes alone"},
 	}
 }
@@ -67,10 +66,7 @@ func mpsSetup(c *cli.Context) (*config.Config, *mps.Manager, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	driverRoot := cfg.CDI.DriverRoot
-	if c.IsSet("driver-root") {
-		driverRoot = c.String("driver-root")
-	}
+	driverRoot := driverRoot(c, cfg)
 	stateRoot := cfg.MPS.StateRoot
 	if c.IsSet("state-root") {
 		stateRoot = c.String("state-root")
@@ -91,22 +87,20 @@ func mpsSetup(c *cli.Context) (*config.Config, *mps.Manager, error) {
 	// Compute modes are real hardware state: never touched for a
 	// simulated host.
 	if *cfg.MPS.SetComputeMode && !c.Bool("no-compute-mode") && c.String("simulate") == "" {
-		opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvmlLibrary(driverRoot))))
+		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvml.New(nvml.WithLibraryPath(lib)))))
 	}
 	return cfg, mps.New(opts...), nil
 }
 
-// nvmlLibrary returns NVML from the driver root: the system's for "/".
-func nvmlLibrary(driverRoot string) nvml.Interface {
-	if driverRoot != "/" {
-		for _, dir := range []string{"usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib", "lib64", "lib"} {
-			p := filepath.Join(driverRoot, dir, "libnvidia-ml.so.1")
-			if _, err := os.Stat(p); err == nil {
-				return nvml.New(nvml.WithLibraryPath(p))
-			}
-		}
+func driverRoot(c *cli.Context, cfg *config.Config) string {
+	if c.IsSet("driver-root") {
+		return c.String("driver-root")
 	}
-	return nvml.New()
+	return cfg.CDI.DriverRoot
 }
 
 func configName(cfg *config.Config) string {
@@ -116,7 +110,8 @@ func configName(cfg *config.Config) string {
 	return "config " + cfg.Path
 }
 
-// mpsDevices reads the host and resolves the shared devices.
+// mpsDevices reads the host, from --simulate or NVML, and returns its
+// MPS-shared devices.
 func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
 	var host *inventory.Host
 	if name := c.String("simulate"); name != "" {
@@ -128,13 +123,23 @@ func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
 			return nil, err
 		}
 	} else {
-		return nil, errors.New("reading the GPUs through NVML is not in this build yet: pass --simulate NAME")
+		lib, err := driver.FindLibrary(driverRoot(c, cfg), "libnvidia-ml.so.1")
+		if err != nil {
+			return nil, err
+		}
+		src, err := openNVML(lib)
+		if err != nil {
+			return nil, err
+		}
+		if host, err = src.Host(); err != nil {
+			return nil, err
+		}
 	}
-	devs, err := mps.Resolve(host, cfg.Sharing)
+	shared, err := cfg.Resolve(host)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", configName(cfg), err)
+		return nil, err
 	}
-	return devs, nil
+	return mps.Devices(shared), nil
 }
 
 func mpsStart(c *cli.Context) error {
@@ -151,7 +156,7 @@ func mpsStart(c *cli.Context) error {
 	for _, r := range res {
 		d := r.Device
 		fmt.Fprintf(w, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
-			d, r.Action, r.PID, d.Sharing.Replicas, d.ThreadPercentage(), d.PinnedMemoryMiB())
+			d, r.Action, r.PID, d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
 	}
 	if err != nil {
 		return err
@@ -235,7 +240,7 @@ func mpsStatus(c *cli.Context) error {
 			j := statusJSON{
 				Name: d.Name, UUID: d.UUID, GPU: d.GPUIndex, State: state(s), PID: s.PID, PipeDir: s.PipeDir,
 				Answering: s.Answering, ShmMounted: s.ShmMounted, Configured: s.Configured,
-				Replicas: d.Sharing.Replicas, ActiveThreadPercentage: d.ThreadPercentage(), PinnedMemoryLimitMiB: d.PinnedMemoryMiB(),
+				Replicas: d.Sharing.Replicas, ActiveThreadPercentage: d.ThreadPercentage, PinnedMemoryLimitMiB: d.PinnedMemoryMiB,
 			}
 			if d.MIGIndex >= 0 {
 				j.MIG = &d.MIGIndex
@@ -259,7 +264,7 @@ func mpsStatus(c *cli.Context) error {
 			pid = fmt.Sprint(s.PID)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d%%\t%dM\t%s\n", name, d.UUID, state(s), pid,
-			d.Sharing.Replicas, d.ThreadPercentage(), d.PinnedMemoryMiB(), s.PipeDir)
+			d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB, s.PipeDir)
 	}
 	return tw.Flush()
 }
