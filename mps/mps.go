@@ -67,7 +67,8 @@ func New(opts ...Option) *Manager {
 // Result says what Start or Stop did to one device's daemon.
 type Result struct {
 	Device Device `json:"device"`
-	// Action is "started", "already running", "stopped" or "not running".
+	// Action is "started", "already running", "stopped", "killed" (it did
+	// not quit in time) or "not running".
 	Action string `json:"action"`
 	PID    int    `json:"pid,omitempty"`
 }
