@@ -502,3 +502,25 @@ func TestComputeModeSharedGPU(t *testing.T) {
 		t.Errorf("calls\n%q\nwant\n%q", modes.calls, want)
 	}
 }
+
+func TestManagerKillsHungDaemon(t *testing.T) {
+	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
+	devs := dgxDevices(t, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
+	res, err := m.Start(devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(LogDir(state, devs[0].UUID), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := m.Stop(devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res2) != 1 || res2[0].Action != "killed" || res2[0].PID != res[0].PID || alive(res[0].PID) {
+		t.Fatalf("stop = %+v (daemon alive: %v)", res2, alive(res[0].PID))
+	}
+	if isMountPoint(ShmDir(state, devs[0].UUID)) {
+		t.Error("tmpfs left mounted")
+	}
+}

@@ -14,7 +14,8 @@
 // For the tests to check, the daemon records in mpsdouble.json in the log
 // folder its environment, the defaults it was given, and the device
 // number of its /dev/shm; and it creates /dev/shm/mpsdouble holding
-// $CUDA_VISIBLE_DEVICES, removed when it quits.
+// $CUDA_VISIBLE_DEVICES, removed when it quits. A file
+// mpsdouble.ignore-quit in the log folder makes it ignore quit.
 package main
 
 import (
@@ -42,6 +43,9 @@ const (
 	pidFile  = "nvidia-cuda-mps-control.pid"
 	// Marker is the file the daemon keeps in its /dev/shm.
 	Marker = "mpsdouble"
+	// IgnoreQuit, in the log folder, makes the daemon ignore quit, as a
+	// hung daemon would.
+	IgnoreQuit = "mpsdouble.ignore-quit"
 )
 
 // Record is what the daemon writes to mpsdouble.json.
@@ -215,6 +219,9 @@ func (d *daemon) handle(c net.Conn) {
 			answer = "N/A"
 		}
 	case "quit":
+		if _, err := os.Stat(filepath.Join(logDir(), IgnoreQuit)); err == nil {
+			break // playing a hung daemon
+		}
 		d.save()
 		c.Close()
 		d.exit()
