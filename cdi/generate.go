@@ -159,6 +159,9 @@ func (g *Generator) hookArgs(f *driver.Files) []string {
 	for _, l := range f.Links {
 		args = append(args, "--link", l)
 	}
+	for _, l := range f.Libraries {
+		args = append(args, "--library", l)
+	}
 	for _, d := range f.LibDirs {
 		args = append(args, "--folder", d)
 	}

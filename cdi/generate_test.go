@@ -4,11 +4,14 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/opencontainers/runtime-spec/specs-go"
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"go.yaml.in/yaml/v3"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
@@ -110,12 +113,12 @@ func TestInjectEveryName(t *testing.T) {
 				t.Fatalf("cache lists %d devices, summary says %d", len(devices), sum.Devices)
 			}
 			for _, d := range devices {
-				oci := &specs.Spec{Process: &specs.Process{}, Linux: &specs.Linux{}}
-				if unresolved, err := cache.InjectDevices(oci, d); err != nil {
+				ocispec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
+				if unresolved, err := cache.InjectDevices(ocispec, d); err != nil {
 					t.Fatalf("inject %s: %v (unresolved %v)", d, err, unresolved)
 				}
-				if len(oci.Linux.Devices) < 2 || len(oci.Mounts) == 0 || oci.Hooks == nil || len(oci.Hooks.CreateContainer) != 1 {
-					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(oci.Linux.Devices), len(oci.Mounts), oci.Hooks)
+				if len(ocispec.Linux.Devices) < 2 || len(ocispec.Mounts) == 0 || ocispec.Hooks == nil || len(ocispec.Hooks.CreateContainer) != 1 {
+					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(ocispec.Linux.Devices), len(ocispec.Mounts), ocispec.Hooks)
 				}
 			}
 			// Every physical device is reachable by each of its names.
@@ -138,12 +141,12 @@ func TestSummaryAndNames(t *testing.T) {
 		t.Errorf("summary = %+v", sum)
 	}
 	s := string(data)
-	for _, want := range []string{"name: 1::2\n", "name: mig-7::0\n", "name: 5:0::1\n", "name: \"0\"\n", "name: all"} {
+	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "0"`, `name: "all"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("spec has no %q", want)
 		}
 	}
-	for _, absent := range []string{"name: \"1\"\n", "name: mig-7\n", "name: \"4\"\n"} {
+	for _, absent := range []string{`name: "1"` + "\n", `name: "mig-7"` + "\n", `name: "4"` + "\n"} {
 		if strings.Contains(s, absent) {
 			t.Errorf("spec has %q: a shared or MIG-mode GPU is offered whole", absent)
 		}
@@ -182,5 +185,47 @@ func TestValidateRejects(t *testing.T) {
 	empty := &inventory.Host{DriverVersion: "1"}
 	if _, _, err := New().Generate(empty, driver.Standard("1", 510, 511)); err == nil || !strings.Contains(err.Error(), "no NVIDIA GPUs") {
 		t.Errorf("empty host: %v", err)
+	}
+}
+
+// TestYAMLRoundTrip parses the fast writer's YAML with the CDI library's
+// own parser and compares it with the spec it came from, and with the
+// reflective encoder's output read back the same way.
+func TestYAMLRoundTrip(t *testing.T) {
+	for _, name := range inventory.Profiles() {
+		t.Run(name, func(t *testing.T) {
+			_, data, _ := generateFor(t, name)
+			fast, err := cdiapi.ParseSpec(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sb strings.Builder
+			enc := yaml.NewEncoder(&sb)
+			if err := enc.Encode(fast); err != nil {
+				t.Fatal(err)
+			}
+			slow, err := cdiapi.ParseSpec([]byte(sb.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Error("the fast YAML reads back differently from yaml.v3's")
+			}
+			if err := Validate(fast); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Strings YAML would otherwise read as something else stay strings.
+	spec := &specs.Spec{Version: "0.5.0", Kind: "nvidia.com/gpu", Devices: []specs.Device{
+		{Name: "0:1", ContainerEdits: specs.ContainerEdits{Env: []string{"A=yes", "B=\"q\"\n#x", "no", "1e3", "~"}}},
+	}}
+	w := yamlWriter{}
+	got, err := cdiapi.ParseSpec(w.spec(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Devices, spec.Devices) {
+		t.Errorf("read back %+v", got.Devices)
 	}
 }

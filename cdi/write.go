@@ -41,6 +41,10 @@ func Marshal(spec *specs.Spec, format string) ([]byte, error) {
 		b, err := json.MarshalIndent(spec, "", "  ")
 		return append(b, '\n'), err
 	}
+	if canWriteYAML(spec) {
+		w := yamlWriter{b: make([]byte, 0, 64<<10)}
+		return w.spec(spec), nil
+	}
 	var sb strings.Builder
 	sb.WriteString("---\n")
 	enc := yaml.NewEncoder(&sb)
