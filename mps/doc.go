@@ -3,8 +3,8 @@
 // client of it.
 //
 // Which devices are shared comes from the [[sharing]] entries of the
-// configuration, resolved against the host's inventory by Resolve. A
-// Manager validates every MPS-shared device, then starts
+// configuration, resolved against the host's inventory by config.Resolve;
+// Devices keeps those shared through MPS. A Manager validates every MPS-shared device, then starts
 // nvidia-cuda-mps-control -d from the driver root for each, with
 // CUDA_VISIBLE_DEVICES set to the device's UUID and its pipe, log and
 // /dev/shm folders under a state root (default /run/gpuctk/mps/<uuid>):
