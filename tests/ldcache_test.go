@@ -1,0 +1,139 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/internal/fakehost"
+)
+
+// cudaProbe calls the fake libcuda's one function; the loader must find
+// libcuda.so.1 for it to start at all.
+const cudaProbe = `#include <stdio.h>
+int gpuctk_fake_symbol(void);
+int main(void) { printf("gpuctk_fake_symbol=%d\n", gpuctk_fake_symbol()); return 0; }
+`
+
+// TestPodmanLinkerCache runs a program linked against libcuda.so.1 in a
+// real container whose image holds glibc, its ldconfig and its own linker
+// cache, made before any driver library existed. The driver's libraries
+// live in a folder the loader does not search by default, so the program
+// starts only if the hook put them in the cache the loader reads. A valid
+// cache is merged into (an entry only the image's cache had survives); a
+// corrupt or missing one is rebuilt with ldconfig.
+func TestPodmanLinkerCache(t *testing.T) {
+	driverRoot, _ := fakeDriverRoot(t, "l40s")
+	// Move the libraries where only the driver root's cache finds them, as
+	// in driver.TestDiscoverLibraryFallbackWithoutCache.
+	other := filepath.Join(driverRoot, "opt/nvidia/lib")
+	if err := os.MkdirAll(other, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(driverRoot, "etc/ld.so.conf.d/x86_64-linux-gnu.conf"), []byte("/opt/nvidia/lib\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	libs, _ := filepath.Glob(filepath.Join(driverRoot, fakehost.LibDir, "lib*"))
+	for _, l := range libs {
+		if err := os.Rename(l, filepath.Join(other, filepath.Base(l))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "ldconfig", "-r", driverRoot)
+
+	vendor := uniqueVendor()
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--driver-root", driverRoot,
+		"--hook-path", bin("gpuctk-hook"), "--vendor", vendor, "--output", systemSpecPath(t, vendor), "--config", writeConfig(t, ""))
+
+	libcuda, err := fakehost.SharedObject("libcuda.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	libapp, err := fakehost.SharedObject("libapp.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "probe.c")
+	if err := os.WriteFile(src, []byte(cudaProbe), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(t.TempDir(), "cuda-probe")
+	run(t, "gcc", "-o", probe, src, libcuda)
+
+	// image returns a glibc root holding the probe, with a cache its own
+	// ldconfig made, which also lists the image's libapp.so.1 from a folder
+	// only that cache knows.
+	image := func(t *testing.T) string {
+		root := filepath.Join(t.TempDir(), "rootfs")
+		if err := fakehost.Rootfs(root, fakehost.WithGlibc); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, probe, filepath.Join(root, "usr/bin/cuda-probe"), 0o755)
+		if err := os.MkdirAll(filepath.Join(root, "opt/app/lib"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		copyFile(t, libapp, filepath.Join(root, "opt/app/lib/libapp.so.1"), 0o755)
+		run(t, "ldconfig", "-r", root, "/opt/app/lib")
+		return root
+	}
+	const (
+		probeOK  = "gpuctk_fake_symbol=42"
+		cudaLine = "libcuda.so.1 (libc6,x86-64) => /opt/nvidia/lib/libcuda.so.1"
+		appLine  = "libapp.so.1 (libc6,x86-64) => /opt/app/lib/libapp.so.1"
+	)
+	script := "/usr/bin/cuda-probe; /sbin/ldconfig -p"
+
+	t.Run("without the device the probe cannot start", func(t *testing.T) {
+		out, err := podman(t, image(t), nil, script)
+		if err != nil {
+			t.Fatalf("podman: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "libcuda.so.1: cannot open shared object file") || !strings.Contains(out, appLine) {
+			t.Fatalf("the image alone should list libapp and miss libcuda:\n%s", out)
+		}
+	})
+
+	for _, tc := range []struct {
+		name       string
+		breakCache func(t *testing.T, cache string)
+		merged     bool
+	}{
+		{"valid cache merged", func(*testing.T, string) {}, true},
+		{"corrupt cache rebuilt", func(t *testing.T, cache string) {
+			if err := os.WriteFile(cache, []byte("glibc-ld.so.cache1.1 but cut short"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"old format alone rebuilt", func(t *testing.T, cache string) {
+			// "ld.so-1.7.0", padding, no entries: a format the hook does not write.
+			if err := os.WriteFile(cache, []byte("ld.so-1.7.0\x00\x00\x00\x00\x00"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"no cache made", func(t *testing.T, cache string) {
+			if err := os.Remove(cache); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := image(t)
+			tc.breakCache(t, filepath.Join(root, "etc/ld.so.cache"))
+			out, err := podman(t, root, []string{"--device", vendor + "/gpu=0"}, script)
+			if err != nil {
+				t.Fatalf("podman: %v\n%s", err, out)
+			}
+			for _, want := range []string{probeOK, cudaLine} {
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("inside the container: no %q in\n%s", want, out)
+				}
+			}
+			// Merging keeps what the image's cache had; ldconfig rebuilds
+			// from the configured folders only.
+			if got := strings.Contains(out, appLine+"\n"); got != tc.merged {
+				t.Errorf("image's own entry %q listed: %v, want %v (cache merged, not rebuilt)\n%s", appLine, got, tc.merged, out)
+			}
+		})
+	}
+}
