@@ -47,9 +47,6 @@ test: deps lint
 fuzz:
 	FUZZTIME=$(FUZZTIME) tests/fuzz.sh
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
-
 clean:
 	rm -rf $(BIN) dist
 

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	cdispecs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/fakehost"
+)
+
+// hookCall is the spec's one hook call, and the driver files it expects in
+// the container.
+type hookCall struct {
+	path    string
+	args    []string          // argv, program name first
+	links   []string          // paths the hook links, inside the container
+	libs    []string          // driver libraries the runtime mounts, inside the container
+	sonames map[string]string // library path -> its SONAME
+}
+
+// specHook reads the hook call and the library mounts from a spec.
+func specHook(spec *cdispecs.Spec) (*hookCall, error) {
+	if len(spec.ContainerEdits.Hooks) != 1 {
+		return nil, fmt.Errorf("spec has %d common hooks, want 1", len(spec.ContainerEdits.Hooks))
+	}
+	h := spec.ContainerEdits.Hooks[0]
+	c := &hookCall{path: h.Path, args: h.Args, sonames: map[string]string{}}
+	targets := map[string]string{} // link target -> SONAME link name
+	for i := 1; i+1 < len(h.Args); i++ {
+		if h.Args[i] != "--link" {
+			continue
+		}
+		target, link, _ := strings.Cut(h.Args[i+1], "::")
+		c.links = append(c.links, link)
+		if name := path.Base(link); strings.Contains(name, ".so.") {
+			targets[target] = name
+		}
+	}
+	for _, m := range spec.ContainerEdits.Mounts {
+		if !strings.Contains(path.Base(m.ContainerPath), ".so") {
+			continue
+		}
+		c.libs = append(c.libs, m.ContainerPath)
+		soname := targets[path.Base(m.ContainerPath)]
+		if soname == "" {
+			soname = path.Base(m.ContainerPath)
+		}
+		c.sonames[m.ContainerPath] = soname
+	}
+	return c, nil
+}
+
+// hookRoot is a container root and a bundle pointing at it, in the state
+// runc leaves them when it runs createContainer hooks: the driver's
+// libraries mounted (here: written) at their paths.
+type hookRoot struct {
+	root, bundle, state string
+	cache               []byte // the image's own ld.so.cache
+	call                *hookCall
+}
+
+func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error) {
+	h := &hookRoot{root: filepath.Join(work, name, "rootfs"), bundle: filepath.Join(work, name), call: call}
+	if err := fakehost.Rootfs(h.root, opts); err != nil {
+		return nil, fmt.Errorf("root file system %s: %w", name, err)
+	}
+	for _, l := range call.libs {
+		obj, err := fakehost.SharedObject(call.sonames[l])
+		if err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(obj)
+		if err != nil {
+			return nil, err
+		}
+		dst := filepath.Join(h.root, l)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if h.cache, err = os.ReadFile(filepath.Join(h.root, "etc/ld.so.cache")); err != nil {
+		return nil, err
+	}
+	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "root": map[string]any{"path": "rootfs"}})
+	if err := os.WriteFile(filepath.Join(h.bundle, "config.json"), cfg, 0o644); err != nil {
+		return nil, err
+	}
+	state, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "id": "bench-" + name, "status": "creating", "pid": os.Getpid(), "bundle": h.bundle})
+	h.state = filepath.Join(h.bundle, "state.json")
+	return h, os.WriteFile(h.state, state, 0o644)
+}
+
+// reset returns a job's prepare function: it puts the root back as the
+// image had it, with its own cache (or none, so the hook falls back to
+// ldconfig) and none of the hook's links.
+func (h *hookRoot) reset(withCache bool) func() ([][]string, error) {
+	return func() ([][]string, error) {
+		for _, l := range h.call.links {
+			p := filepath.Join(h.root, l)
+			if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+				if err := os.Remove(p); err != nil {
+					return nil, err
+				}
+			}
+		}
+		cache := filepath.Join(h.root, "etc/ld.so.cache")
+		if !withCache {
+			if err := os.Remove(cache); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			return nil, nil
+		}
+		if err := os.WriteFile(cache+".bench", h.cache, 0o644); err != nil {
+			return nil, err
+		}
+		return nil, os.Rename(cache+".bench", cache)
+	}
+}
+
+// hookJob runs the hook on this root with its spec arguments.
+func (h *hookRoot) hookJob(name string) job {
+	return job{name: name, stdin: h.state, cmds: [][]string{append([]string{h.call.path}, h.call.args[1:]...)}}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// report is the table's rows, in order.
+type report struct{ rows [][]string }
+
+var header = []string{"Measure (median)", "Baseline", "Baseline", "gpuctk", "Added", "gpuctk CPU", "Target"}
+
+func ms(d time.Duration) string {
+	v := float64(d) / float64(time.Millisecond)
+	if v < 10 {
+		return fmt.Sprintf("%.2f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+// verdict says whether v is within the target (0: no target).
+func verdict[T int64 | time.Duration](v, target T, format func(T) string) string {
+	switch {
+	case target == 0:
+		return "—"
+	case v <= target:
+		return "≤ " + format(target) + ": met"
+	default:
+		return "≤ " + format(target) + ": **missed**"
+	}
+}
+
+func mibInt(kib int64) string { return fmt.Sprintf("%d MiB", kib>>10) }
+func msInt(d time.Duration) string {
+	return fmt.Sprintf("%d ms", d/time.Millisecond)
+}
+
+// timed is a process beside its baseline; added is the difference of the
+// medians.
+func (r *report) timed(label, baseline string, base, s *sample, target time.Duration) {
+	added := s.median() - base.median()
+	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(added), ms(median(s.cpu)), verdict(added, target, msInt)})
+}
+
+// command is a process whose whole time counts against its target.
+func (r *report) command(label, baseline string, base, s *sample, target time.Duration) {
+	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(s.median() - base.median()), ms(median(s.cpu)), verdict(s.median(), target, msInt)})
+}
+
+// memory is a process's peak RSS beside its baseline's.
+func (r *report) memory(label, baseline string, base, s *sample, target int64) {
+	r.rows = append(r.rows, []string{label, baseline, mib(base.maxRSS), mib(s.maxRSS), "—", "—", verdict(s.maxRSS, target, mibInt)})
+}
+
+// function is a Go benchmark: no baseline, the whole figure counts.
+func (r *report) function(label string, s *sample, target time.Duration) {
+	r.rows = append(r.rows, []string{label, "— (Go benchmark)", "—", ms(s.median()), ms(s.median()), "—", verdict(s.median(), target, msInt)})
+}
+
+// missing is a row that could not be measured, and why.
+func (r *report) missing(label, baseline, why string, target time.Duration) {
+	r.rows = append(r.rows, []string{label, baseline, "—", "not measured: " + why, "—", "—", "≤ " + msInt(target)})
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	row := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
+	row(header)
+	sep := make([]string, len(header))
+	for i := range sep {
+		sep[i] = "---"
+		if i > 1 {
+			sep[i] = "---:"
+		}
+	}
+	row(sep)
+	for _, c := range r.rows {
+		row(c)
+	}
+	return b.String()
+}
+
+// machine describes where and when the figures were taken.
+type machine struct {
+	date, cpu, os, kernel, commit, loadStart string
+	cores                                    int
+}
+
+func describeMachine(o *options) *machine {
+	m := &machine{date: time.Now().UTC().Format("2006-01-02"), cores: runtime.NumCPU(), cpu: "unknown CPU", os: runtime.GOOS}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if data, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+				m.os = strings.Trim(v, `"`)
+			}
+		}
+	}
+	if out, err := exec.Command("uname", "-r").Output(); err == nil {
+		m.kernel = strings.TrimSpace(string(out))
+	}
+	c := exec.Command("git", "describe", "--always", "--dirty")
+	c.Dir = o.repo
+	if out, err := c.Output(); err == nil {
+		m.commit = strings.TrimSpace(string(out))
+	}
+	m.loadStart = loadAvg()
+	return m
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func (m *machine) String() string {
+	return fmt.Sprintf("%d cores (%s), %s, kernel %s", m.cores, m.cpu, m.os, m.kernel)
+}
+
+func (m *machine) header() string {
+	return fmt.Sprintf("gpuctk %s, %s\nMachine: %s\nLoad average: %s at the start, %s at the end\n",
+		m.commit, m.date, m, m.loadStart, loadAvg())
+}
+
+// notes say how each kind of figure was taken.
+func notes(o *options) string {
+	return fmt.Sprintf(`Each process figure is the median of %d runs (after %d untimed), every run of it
+beside a run of its baseline in the same loop; "Added" is the difference of the
+medians. The hook runs with its spec's arguments on a container root and bundle
+as runc leaves them for createContainer hooks (driver libraries in place, the
+image's own ld.so.cache), put back before each run; its baseline is a process
+fed the same state on stdin. "Old way" is the same hook on the same root with
+the cache removed, so that it falls back to the host's ldconfig over the whole
+image. Runtime rows time "create" then "delete --force" of a busybox container
+with the real runc. Go benchmark rows are the median of %d runs of
+-benchtime %s each (cdi/bench_test.go). "gpuctk CPU" is the median user+system
+time of the measured process and the children it waited for (the machine is
+shared: CPU time moves less with its load than wall time). Peak memory is the
+largest max RSS of the runs, from GNU time (Linux keeps it across exec and
+takes it over waited-for children).
+`, o.runs, o.warm, o.runs, o.benchtime)
+}
+
+// perfSection is the README's performance section.
+func perfSection(m *machine, table string, o *options) string {
+	return fmt.Sprintf(`## Performance
+
+A container asking for a GPU pays for one hook process (library links and
+the linker cache in one call), for gpuctk-runtime when it is used, and for
+the runtime's reading of the CDI spec. The hook adds the driver's entries to
+the image's own /etc/ld.so.cache instead of running ldconfig over the image,
+so its cost does not grow with the image; it falls back to ldconfig only
+when the cache is missing or in a format it does not write. `+"`make bench`"+`
+measures all of it:
+
+%s
+Measured on %s, %s, Debian's podman 4.3.1 and runc, with gpuctk %s.
+%s
+To reproduce, as root on a Debian machine: `+"`make bench`"+` (it builds the binaries, prepares
+a small root file system and a large one holding a copy of this machine's
+/usr/lib/x86_64-linux-gnu, prints the table and writes it to bench.txt;
+`+"`make bench BENCH_RUNS=50`"+` for more runs).
+`, table, m.date, m, m.commit, "\n"+notes(o))
+}
