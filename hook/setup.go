@@ -109,8 +109,12 @@ func mergeCache(root *os.Root, libraries []string) error {
 }
 
 // writeInRoot replaces name inside root atomically: a temp file beside it,
-// written, synced and renamed over it. Renaming replaces a symlink rather
-// than following it.
+// written and renamed over it. Renaming replaces a symlink rather than
+// following it. Unlike the files gpuctk owns on the host, it is not synced:
+// fsync costs a millisecond or more on every container start (tens under
+// I/O load), for a file in a root being created, which a crash loses
+// anyway; a cache cut short by one is refused by Parse at the next start
+// (hooks run again) and rebuilt by ldconfig, and ignored by the loader.
 func writeInRoot(root *os.Root, name string, data []byte, mode os.FileMode) (err error) {
 	tmp := fmt.Sprintf("%s.gpuctk-%d", name, os.Getpid())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC, mode)
@@ -123,10 +127,6 @@ func writeInRoot(root *os.Root, name string, data []byte, mode os.FileMode) (err
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err = f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", name, err)
 	}
