@@ -40,6 +40,7 @@ func (s *sample) median() time.Duration { return median(s.times) }
 type job struct {
 	name    string
 	prepare func() ([][]string, error)
+	cleanup func() error // after each run, untimed
 	cmds    [][]string
 	stdin   string
 	env     []string // nil: this process's environment
@@ -73,6 +74,11 @@ func interleave(rounds, warm int, jobs ...job) ([]*sample, error) {
 			m, err := j.run(cmds)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", j.name, err)
+			}
+			if j.cleanup != nil {
+				if err := j.cleanup(); err != nil {
+					return nil, fmt.Errorf("%s: %w", j.name, err)
+				}
 			}
 			if r < warm {
 				continue

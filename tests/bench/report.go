@@ -154,8 +154,8 @@ as runc leaves them for createContainer hooks (driver libraries in place, the
 image's own ld.so.cache), put back before each run; its baseline is a process
 fed the same state on stdin. "Old way" is the same hook on the same root with
 the cache removed, so that it falls back to the host's ldconfig over the whole
-image. Runtime rows time "create" then "delete --force" of a busybox container
-with the real runc. Go benchmark rows are the median of %d runs of
+image. Runtime rows time "create" of a busybox container with the real runc
+(deleted after each run, untimed). Go benchmark rows are the median of %d runs of
 -benchtime %s each (cdi/bench_test.go). "gpuctk CPU" is the median user+system
 time of the measured process and the children it waited for (the machine is
 shared: CPU time moves less with its load than wall time). Peak memory is the
