@@ -45,5 +45,11 @@ func FindBinary(driverRoot, name string) (string, error) {
 			return "", fmt.Errorf("driver root %s: %w", driverRoot, err)
 		}
 	}
-	return "", fmt.Errorf("driver root %s: %s is not in %s: %w", driverRoot, name, strings.Join(BinDirs, ", "), fs.ErrNotExist)
+	return "", notFound(fmt.Sprintf("driver root %s: %s is not in %s", driverRoot, name, strings.Join(BinDirs, ", ")))
 }
+
+// notFound is an error that reads as its message and is fs.ErrNotExist.
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+func (e notFound) Unwrap() error { return fs.ErrNotExist }
