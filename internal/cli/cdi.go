@@ -82,44 +82,48 @@ type host struct {
 	Files *driver.Files
 }
 
-// loadHost builds the host from --simulate or NVML, and finds its files:
-// under --driver-root when given (or always, for a real host); from the
+// loadInventory describes the host from --simulate (returning its profile
+// too) or, without it, from NVML found under the driver root.
+func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
+	if name := c.String("simulate"); name != "" {
+		p, err := inventory.LoadProfile(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := p.Host()
+		return h, p, err
+	}
+	lib, err := driver.FindLibrary(driverRoot(c, cfg), "libnvidia-ml.so.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := openNVML(lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := src.Host()
+	return h, nil, err
+}
+
+// loadHost describes the host and finds its files: under the driver root
+// for a real host or when --driver-root or --dev-root is given; from the
 // profile's standard layout for a simulated host without a root.
 func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
-	driverRoot, devRoot := cfg.CDI.DriverRoot, cfg.CDI.DevRoot
-	if c.IsSet("driver-root") {
-		driverRoot = c.String("driver-root")
+	h, p, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, err
 	}
+	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
+		return &host{Host: h, Files: driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)}, nil
+	}
+	devRoot := cfg.CDI.DevRoot
 	if c.IsSet("dev-root") {
 		devRoot = c.String("dev-root")
 	}
 	if devRoot == "" {
-		devRoot = driverRoot
+		devRoot = driverRoot(c, cfg)
 	}
-	var h *inventory.Host
-	if name := c.String("simulate"); name != "" {
-		p, err := inventory.LoadProfile(name)
-		if err != nil {
-			return nil, err
-		}
-		h, _ = p.Host()
-		if !c.IsSet("driver-root") && !c.IsSet("dev-root") {
-			return &host{Host: h, Files: driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)}, nil
-		}
-	} else {
-		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
-		if err != nil {
-			return nil, err
-		}
-		src, err := openNVML(lib)
-		if err != nil {
-			return nil, err
-		}
-		if h, err = src.Host(); err != nil {
-			return nil, err
-		}
-	}
-	files, err := driver.Discover(driverRoot, devRoot, h.DriverVersion)
+	files, err := driver.Discover(driverRoot(c, cfg), devRoot, h.DriverVersion)
 	if err != nil {
 		return nil, err
 	}

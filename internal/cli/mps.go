@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
-	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 )
 
@@ -62,7 +61,7 @@ func mpsSetup(c *cli.Context) (*config.Config, *mps.Manager, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, err := loadConfig(c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -113,27 +112,9 @@ func configName(cfg *config.Config) string {
 // mpsDevices reads the host, from --simulate or NVML, and returns its
 // MPS-shared devices.
 func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
-	var host *inventory.Host
-	if name := c.String("simulate"); name != "" {
-		p, err := inventory.LoadProfile(name)
-		if err != nil {
-			return nil, err
-		}
-		if host, err = p.Host(); err != nil {
-			return nil, err
-		}
-	} else {
-		lib, err := driver.FindLibrary(driverRoot(c, cfg), "libnvidia-ml.so.1")
-		if err != nil {
-			return nil, err
-		}
-		src, err := openNVML(lib)
-		if err != nil {
-			return nil, err
-		}
-		if host, err = src.Host(); err != nil {
-			return nil, err
-		}
+	host, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, err
 	}
 	shared, err := cfg.Resolve(host)
 	if err != nil {
