@@ -2,8 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -28,6 +31,7 @@ func init() {
 					&cli.StringFlag{Name: "hook-path", Usage: "gpuctk-hook on the host (default: config [cdi] hook-path)"},
 					&cli.StringFlag{Name: "vendor", Usage: "vendor of the spec's kind (default: config, nvidia.com)"},
 					&cli.StringFlag{Name: "class", Usage: "class of the spec's kind (default: config, gpu)"},
+					&cli.BoolFlag{Name: "if-driver", Usage: "when the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version under the dev root), say so and exit 0 without writing anything (for boot-time refreshes)"},
 				),
 				Action: generate,
 			},
@@ -86,16 +90,7 @@ type host struct {
 // under --driver-root when given (or always, for a real host); from the
 // profile's standard layout for a simulated host without a root.
 func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
-	driverRoot, devRoot := cfg.CDI.DriverRoot, cfg.CDI.DevRoot
-	if c.IsSet("driver-root") {
-		driverRoot = c.String("driver-root")
-	}
-	if c.IsSet("dev-root") {
-		devRoot = c.String("dev-root")
-	}
-	if devRoot == "" {
-		devRoot = driverRoot
-	}
+	driverRoot, devRoot := roots(c, cfg)
 	var h *inventory.Host
 	if name := c.String("simulate"); name != "" {
 		p, err := inventory.LoadProfile(name)
@@ -126,10 +121,36 @@ func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
 	return &host{Host: h, Files: files}, nil
 }
 
+// roots returns the driver root and dev root from the flags, else the
+// configuration.
+func roots(c *cli.Context, cfg *config.Config) (driverRoot, devRoot string) {
+	driverRoot, devRoot = cfg.CDI.DriverRoot, cfg.CDI.DevRoot
+	if c.IsSet("driver-root") {
+		driverRoot = c.String("driver-root")
+	}
+	if c.IsSet("dev-root") {
+		devRoot = c.String("dev-root")
+	}
+	if devRoot == "" {
+		devRoot = driverRoot
+	}
+	return driverRoot, devRoot
+}
+
 func generate(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	// A host without a loaded driver is not an error for the refresh unit:
+	// it runs at every boot and on every driver change, GPU or not.
+	if c.Bool("if-driver") && c.String("simulate") == "" {
+		_, devRoot := roots(c, cfg)
+		version := filepath.Join(devRoot, "proc/driver/nvidia/version")
+		if _, err := os.Stat(version); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "gpuctk: no NVIDIA driver loaded (%s does not exist): no spec written\n", version)
+			return nil
+		}
 	}
 	format, err := cdi.FormatFor(c.String("format"), c.String("output"))
 	if err != nil {
