@@ -18,7 +18,7 @@ export PATH := $(TOOLS):$(PATH)
 TEST_DEPS :=
 FUZZTIME  ?= 10s
 
-.PHONY: all build test unit e2e bench deps lint clean
+.PHONY: all build test fuzz bench deps lint clean
 all: build
 
 build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
@@ -41,6 +41,11 @@ lint:
 
 test: deps lint
 	$(GO) test -race -count=1 -timeout 40m ./...
+	FUZZTIME=$(FUZZTIME) tests/fuzz.sh
+
+# Every fuzz target for FUZZTIME each.
+fuzz:
+	FUZZTIME=$(FUZZTIME) tests/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -1,68 +1,287 @@
-// Package ldcache reads glibc's /etc/ld.so.cache. (Placeholder reader for
-// the new format; replaced by the full reader and writer.)
 package ldcache
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strings"
 )
 
-// ErrFormat is wrapped by every error about the content of a cache.
-var ErrFormat = errors.New("not a glibc ld.so.cache")
+// ErrFormat is wrapped by every error Parse returns: the data is truncated,
+// inconsistent, or in a format this package does not write. Callers that
+// merge into a container's cache fall back to running ldconfig.
+var ErrFormat = errors.New("not an ld.so.cache this package can read")
+
+// Entry flags as ldconfig writes them: the low byte is the library type,
+// the high byte the ABI it requires.
+const (
+	FlagELF          int32 = 0x0001
+	FlagELFLibc5     int32 = 0x0002
+	FlagELFLibc6     int32 = 0x0003
+	FlagTypeMask     int32 = 0x00ff
+	FlagX8664Lib64   int32 = 0x0300
+	FlagX8664LibX32  int32 = 0x0800
+	FlagAArch64Lib64 int32 = 0x0a00
+	FlagRequiredMask int32 = 0xff00
+)
+
+// HWCapExtension set in Entry.HWCap marks a library from a glibc-hwcaps
+// subdirectory: the low 32 bits index Cache.HWCaps and bits 32 to 41 hold
+// the x86 ISA level the library needs.
+const HWCapExtension uint64 = 1 << 62
+
+const hwcapISALevelMask = 1<<10 - 1
 
 // Entry is one library in the cache.
 type Entry struct {
-	Flags     int32
-	Key       string
-	Value     string
+	Flags     int32  // e.g. FlagELFLibc6|FlagX8664Lib64 (0x0303) for x86-64 libraries
+	Key       string // the SONAME or file name, e.g. "libcuda.so.1"
+	Value     string // the path, e.g. "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 	OSVersion uint32
 	HWCap     uint64
 }
 
-// Cache is a parsed cache.
-type Cache struct{ Entries []Entry }
+// Cache is the content of an ld.so.cache file.
+type Cache struct {
+	// Entries in the order the dynamic loader's binary search needs.
+	Entries []Entry
+	// HWCaps names the glibc-hwcaps subdirectories (e.g. "x86-64-v3")
+	// that entries with HWCapExtension refer to by index.
+	HWCaps []string
+	// Generator names the ldconfig that wrote the cache, e.g. "ldconfig
+	// (Debian GLIBC 2.36-9+deb12u14) stable release version 2.36";
+	// Marshal writes it back unchanged.
+	Generator string
 
-const magicNew = "glibc-ld.so.cache1.1"
+	// interned holds strings stored in the parsed string table that no
+	// entry refers to: ldconfig interns the name of every glibc-hwcaps
+	// subdirectory it scans, used or not. Marshal keeps them so that a
+	// cache parsed and marshalled again is byte for byte the same.
+	interned []string
+}
 
-// Parse reads a cache in the new format.
+const (
+	magicOld       = "ld.so-1.7.0"
+	magicNew       = "glibc-ld.so.cache1.1"
+	headerOldSize  = 16 // magic, padding to 4, nlibs
+	entryOldSize   = 12 // flags, key, value
+	headerSize     = 48 // magic+version, nlibs, len_strings, flags, 3 padding, extension_offset, 3 unused
+	entrySize      = 24 // flags, key, value, osversion, hwcap
+	extensionMagic = 0xeaa42174
+	sectionSize    = 16 // tag, flags, offset, size
+	tagGenerator   = 0
+	tagHWCaps      = 1
+	endianMask     = 3
+	endianUnset    = 0
+	endianInvalid  = 1
+	endianLittle   = 2
+)
+
+var le = binary.LittleEndian
+
+func formatErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
+}
+
+// Parse reads a cache in the "glibc-ld.so.cache1.1" format, alone or
+// appended to the old "ld.so-1.7.0" format as ldconfig -c compat writes it.
+// A cache in the old format alone is refused: it lacks the fields the new
+// format needs. Every error wraps ErrFormat. Parse copies what it keeps,
+// allocates in proportion to len(data), and never reads past it.
 func Parse(data []byte) (*Cache, error) {
-	if len(data) < 48 || string(data[:20]) != magicNew {
-		return nil, fmt.Errorf("%w: bad header", ErrFormat)
-	}
-	n := binary.LittleEndian.Uint32(data[20:])
-	if uint64(n)*24+48 > uint64(len(data)) {
-		return nil, fmt.Errorf("%w: %d entries do not fit", ErrFormat, n)
-	}
-	str := func(off uint32) (string, error) {
-		if uint64(off) >= uint64(len(data)) {
-			return "", fmt.Errorf("%w: string offset %d out of range", ErrFormat, off)
+	switch {
+	case len(data) >= len(magicNew) && string(data[:len(magicNew)]) == magicNew:
+		return parseNew(data, 0)
+	case len(data) >= len(magicOld) && string(data[:len(magicOld)]) == magicOld:
+		if len(data) < headerOldSize {
+			return nil, formatErr("old-format header truncated at %d bytes", len(data))
 		}
-		end := bytes.IndexByte(data[off:], 0)
-		if end < 0 {
-			return "", fmt.Errorf("%w: unterminated string", ErrFormat)
+		n := uint64(le.Uint32(data[12:]))
+		if n > uint64(len(data)-headerOldSize)/entryOldSize {
+			return nil, formatErr("old-format header counts %d entries but the %d-byte file has room for %d", n, len(data), (len(data)-headerOldSize)/entryOldSize)
 		}
-		return string(data[off : int(off)+end]), nil
+		// The new format follows, aligned to 8 (struct cache_file_new holds uint64s).
+		base := (headerOldSize + n*entryOldSize + 7) &^ 7
+		if uint64(len(data)) < base+headerSize || string(data[base:base+uint64(len(magicNew))]) != magicNew {
+			return nil, formatErr("old %q format without the new %q format", magicOld, magicNew)
+		}
+		return parseNew(data, int(base))
+	default:
+		return nil, formatErr("bad magic: neither %q nor %q", magicNew, magicOld)
 	}
-	c := &Cache{}
-	for i := uint32(0); i < n; i++ {
-		e := data[48+24*i:]
-		k, err := str(binary.LittleEndian.Uint32(e[4:]))
+}
+
+// stringRef asks for the NUL-terminated string at off (relative to the
+// new header) to be stored in *dst.
+type stringRef struct {
+	off uint32
+	dst *string
+}
+
+func parseNew(data []byte, base int) (*Cache, error) {
+	h := data[base:]
+	if len(h) < headerSize {
+		return nil, formatErr("header truncated at %d of %d bytes", len(h), headerSize)
+	}
+	nlibs := uint64(le.Uint32(h[20:]))
+	lenStrings := uint64(le.Uint32(h[24:]))
+	switch h[28] & endianMask {
+	case endianUnset, endianLittle:
+	case endianInvalid:
+		return nil, formatErr("header marks the cache invalid")
+	default:
+		return nil, formatErr("big-endian cache")
+	}
+	extOff := uint64(le.Uint32(h[32:]))
+	if room := uint64(len(h)-headerSize) / entrySize; nlibs > room {
+		return nil, formatErr("header counts %d entries but the %d-byte file has room for %d", nlibs, len(data), room)
+	}
+	strStart := headerSize + nlibs*entrySize
+	if lenStrings > uint64(len(h))-strStart {
+		return nil, formatErr("string table of %d bytes at offset %d runs past the end of the %d-byte file", lenStrings, uint64(base)+strStart, len(data))
+	}
+	// One copy of the string table; every key and path is a substring of it.
+	tab := string(h[strStart : strStart+lenStrings])
+
+	c := &Cache{Entries: make([]Entry, nlibs)}
+	refs := make([]stringRef, 0, 2*nlibs)
+	for i := range c.Entries {
+		p := h[headerSize+uint64(i)*entrySize:]
+		e := &c.Entries[i]
+		e.Flags = int32(le.Uint32(p))
+		key, value := le.Uint32(p[4:]), le.Uint32(p[8:])
+		e.OSVersion = le.Uint32(p[12:])
+		e.HWCap = le.Uint64(p[16:])
+		for _, off := range []uint32{key, value} {
+			if uint64(off) < strStart || uint64(off) >= strStart+lenStrings {
+				return nil, formatErr("entry %d: string offset %d outside the string table [%d, %d)", i, off, strStart, strStart+lenStrings)
+			}
+		}
+		refs = append(refs, stringRef{key, &e.Key}, stringRef{value, &e.Value})
+	}
+
+	if extOff != 0 {
+		hwcaps, err := c.parseExtensions(data, extOff)
 		if err != nil {
 			return nil, err
 		}
-		v, err := str(binary.LittleEndian.Uint32(e[8:]))
-		if err != nil {
-			return nil, err
+		c.HWCaps = make([]string, len(hwcaps))
+		for i, off := range hwcaps {
+			if uint64(off) < strStart || uint64(off) >= strStart+lenStrings {
+				return nil, formatErr("glibc-hwcaps name %d: string offset %d outside the string table [%d, %d)", i, off, strStart, strStart+lenStrings)
+			}
+			refs = append(refs, stringRef{off, &c.HWCaps[i]})
 		}
-		c.Entries = append(c.Entries, Entry{Flags: int32(binary.LittleEndian.Uint32(e)), Key: k, Value: v,
-			OSVersion: binary.LittleEndian.Uint32(e[12:]), HWCap: binary.LittleEndian.Uint64(e[16:])})
 	}
+	for i, e := range c.Entries {
+		if isExtension(e.HWCap) && uint64(uint32(e.HWCap)) >= uint64(len(c.HWCaps)) {
+			return nil, formatErr("entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
+		}
+	}
+	ends, err := resolveStrings(tab, uint32(strStart), refs)
+	if err != nil {
+		return nil, err
+	}
+	c.interned = unreferenced(tab, ends)
 	return c, nil
 }
 
-// Lookup returns the entries for a key.
+// unreferenced returns the strings of tab that end at none of ends (the
+// ascending positions of the NULs that referenced strings end at).
+func unreferenced(tab string, ends []int) []string {
+	var out []string
+	k := 0
+	for start := 0; start < len(tab); {
+		j := strings.IndexByte(tab[start:], 0)
+		if j < 0 {
+			break
+		}
+		nul := start + j
+		for k < len(ends) && ends[k] < nul {
+			k++
+		}
+		if j > 0 && (k == len(ends) || ends[k] != nul) {
+			out = append(out, tab[start:nul])
+		}
+		start = nul + 1
+	}
+	return out
+}
+
+// parseExtensions reads the extension directory at extOff (relative to the
+// start of the file, as the loader reads it) and returns the string offsets
+// of the glibc-hwcaps names. Unknown sections are skipped, as glibc does.
+func (c *Cache) parseExtensions(data []byte, extOff uint64) ([]uint32, error) {
+	size := uint64(len(data))
+	if extOff%4 != 0 {
+		return nil, formatErr("extension directory offset %d is not a multiple of 4", extOff)
+	}
+	if extOff+8 > size {
+		return nil, formatErr("extension directory at offset %d runs past the end of the %d-byte file", extOff, size)
+	}
+	if m := le.Uint32(data[extOff:]); m != extensionMagic {
+		return nil, formatErr("extension directory at offset %d has magic %#x, want %#x", extOff, m, extensionMagic)
+	}
+	count := uint64(le.Uint32(data[extOff+4:]))
+	if count > (size-extOff-8)/sectionSize {
+		return nil, formatErr("extension directory counts %d sections, past the end of the %d-byte file", count, size)
+	}
+	var hwcaps []uint32
+	for i := range count {
+		s := data[extOff+8+i*sectionSize:]
+		tag, off, n := le.Uint32(s), uint64(le.Uint32(s[8:])), uint64(le.Uint32(s[12:]))
+		if off+n > size {
+			return nil, formatErr("extension section %d (%d bytes at offset %d) runs past the end of the %d-byte file", i, n, off, size)
+		}
+		switch tag {
+		case tagGenerator:
+			c.Generator = string(data[off : off+n])
+		case tagHWCaps:
+			if off%4 != 0 || n%4 != 0 {
+				return nil, formatErr("glibc-hwcaps section (%d bytes at offset %d) is not aligned to 4", n, off)
+			}
+			hwcaps = make([]uint32, n/4)
+			for j := range hwcaps {
+				hwcaps[j] = le.Uint32(data[off+uint64(j)*4:])
+			}
+		}
+	}
+	return hwcaps, nil
+}
+
+// resolveStrings fills each ref with the NUL-terminated string at its
+// offset in tab (which starts at offset start). Refs are visited in offset
+// order so that each byte of tab is scanned once, however many entries a
+// hostile file points into one long unterminated run. It returns the
+// positions in tab of the NULs ending the strings, ascending.
+func resolveStrings(tab string, start uint32, refs []stringRef) ([]int, error) {
+	slices.SortFunc(refs, func(a, b stringRef) int { return cmp.Compare(a.off, b.off) })
+	var ends []int
+	end := -1 // index in tab of the NUL ending the last string found
+	for _, r := range refs {
+		i := int(r.off - start)
+		if i > end {
+			j := strings.IndexByte(tab[i:], 0)
+			if j < 0 {
+				return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
+			}
+			end = i + j
+			ends = append(ends, end)
+		}
+		*r.dst = tab[i:end]
+	}
+	return ends, nil
+}
+
+func isExtension(hwcap uint64) bool {
+	return (hwcap>>32)&^hwcapISALevelMask == HWCapExtension>>32
+}
+
+// Lookup returns the entries whose key is exactly key, in cache order (the
+// order in which the loader tries them).
 func (c *Cache) Lookup(key string) []Entry {
 	var out []Entry
 	for _, e := range c.Entries {
@@ -71,4 +290,185 @@ func (c *Cache) Lookup(key string) []Entry {
 		}
 	}
 	return out
+}
+
+// Add merges entries into the cache. Every existing entry with the same
+// Key and Flags as one of the new entries is removed first, so the added
+// libraries win over the image's; then each new entry is inserted where
+// ldconfig's add_to_cache would put it (after the entries that sort before
+// or equal to it), which keeps the order the loader's binary search needs.
+func (c *Cache) Add(entries ...Entry) {
+	type keyFlags struct {
+		key   string
+		flags int32
+	}
+	replace := make(map[keyFlags]bool, len(entries))
+	for _, e := range entries {
+		replace[keyFlags{e.Key, e.Flags}] = true
+	}
+	out := make([]Entry, 0, len(c.Entries)+len(entries))
+	for _, e := range c.Entries {
+		if !replace[keyFlags{e.Key, e.Flags}] {
+			out = append(out, e)
+		}
+	}
+	for _, e := range entries {
+		i := 0
+		for i < len(out) && c.compare(&out[i], &e) <= 0 {
+			i++
+		}
+		out = slices.Insert(out, i, e)
+	}
+	c.Entries = out
+}
+
+// Marshal encodes the cache in the "glibc-ld.so.cache1.1" format exactly as
+// glibc 2.36's ldconfig writes it: entries in c.Entries' order, string
+// offsets relative to the start of the file, strings tail-merged and laid
+// out as ldconfig's string table does, then the extension directory (the
+// generator string, and the glibc-hwcaps names that entries use, sorted).
+func (c *Cache) Marshal() ([]byte, error) {
+	// ldconfig writes only the glibc-hwcaps names in use, sorted by strcmp,
+	// and indexes them in that order.
+	var names []string
+	for i, e := range c.Entries {
+		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Value, 0) >= 0 {
+			return nil, fmt.Errorf("ld.so.cache entry %d (%q): key or path holds a NUL byte", i, e.Key)
+		}
+		if isExtension(e.HWCap) {
+			idx := uint64(uint32(e.HWCap))
+			if idx >= uint64(len(c.HWCaps)) {
+				return nil, fmt.Errorf("ld.so.cache entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, idx, len(c.HWCaps))
+			}
+			names = append(names, c.HWCaps[idx])
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	for _, n := range names {
+		if strings.IndexByte(n, 0) >= 0 {
+			return nil, fmt.Errorf("ld.so.cache glibc-hwcaps name %q holds a NUL byte", n)
+		}
+	}
+
+	strs := make([]string, 0, 2*len(c.Entries)+len(names))
+	for _, e := range c.Entries {
+		strs = append(strs, e.Key, e.Value)
+	}
+	strs = append(strs, names...)
+	strs = append(strs, c.interned...)
+	var sum uint64
+	for _, s := range strs {
+		sum += uint64(len(s)) + 1
+	}
+	if sum > math.MaxUint32 {
+		return nil, fmt.Errorf("ld.so.cache strings total %d bytes, past the format's 4 GiB limit", sum)
+	}
+	tab, offsets := buildStringTable(strs)
+
+	n := uint64(len(c.Entries))
+	strStart := headerSize + n*entrySize
+	extOff := (strStart + uint64(len(tab)) + 3) &^ 3
+	nsections := uint64(1)
+	if len(names) > 0 {
+		nsections = 2
+	}
+	hwOff := extOff + 8 + nsections*sectionSize
+	genOff := hwOff + 4*uint64(len(names))
+	total := genOff + uint64(len(c.Generator))
+	if total > math.MaxUint32 {
+		return nil, fmt.Errorf("ld.so.cache of %d entries would be %d bytes, past the format's 4 GiB limit", n, total)
+	}
+
+	buf := make([]byte, total)
+	copy(buf, magicNew)
+	le.PutUint32(buf[20:], uint32(n))
+	le.PutUint32(buf[24:], uint32(len(tab)))
+	buf[28] = endianLittle
+	le.PutUint32(buf[32:], uint32(extOff))
+	for i, e := range c.Entries {
+		p := buf[headerSize+uint64(i)*entrySize:]
+		le.PutUint32(p, uint32(e.Flags))
+		le.PutUint32(p[4:], uint32(strStart)+offsets[e.Key])
+		le.PutUint32(p[8:], uint32(strStart)+offsets[e.Value])
+		le.PutUint32(p[12:], e.OSVersion)
+		hwcap := e.HWCap
+		if isExtension(hwcap) {
+			idx, _ := slices.BinarySearch(names, c.HWCaps[uint32(hwcap)])
+			hwcap = hwcap&^math.MaxUint32 | uint64(idx)
+		}
+		le.PutUint64(p[16:], hwcap)
+	}
+	copy(buf[strStart:], tab)
+
+	x := buf[extOff:]
+	le.PutUint32(x, extensionMagic)
+	le.PutUint32(x[4:], uint32(nsections))
+	putSection(x[8:], tagGenerator, genOff, uint64(len(c.Generator)))
+	if len(names) > 0 {
+		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(names)))
+		for i, name := range names {
+			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[name])
+		}
+	}
+	copy(buf[genOff:], c.Generator)
+	return buf, nil
+}
+
+func putSection(b []byte, tag uint32, off, size uint64) {
+	le.PutUint32(b, tag)
+	le.PutUint32(b[4:], 0)
+	le.PutUint32(b[8:], uint32(off))
+	le.PutUint32(b[12:], uint32(size))
+}
+
+// buildStringTable lays strings out as ldconfig's stringtable_finalize
+// does: distinct strings sorted by their reversed bytes in descending
+// order, each string that ends the one before it stored as that one's tail.
+func buildStringTable(strs []string) ([]byte, map[string]uint32) {
+	offsets := make(map[string]uint32, len(strs))
+	uniq := make([]string, 0, len(strs))
+	for _, s := range strs {
+		if _, ok := offsets[s]; !ok {
+			offsets[s] = 0
+			uniq = append(uniq, s)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, offsets
+	}
+	slices.SortFunc(uniq, compareReversed)
+	merged := make([]bool, len(uniq))
+	var off uint32
+	for i, s := range uniq {
+		if i > 0 {
+			prev := uniq[i-1]
+			if strings.HasSuffix(prev, s) {
+				off = offsets[prev] + uint32(len(prev)-len(s))
+				merged[i] = true
+			} else {
+				off = offsets[prev] + uint32(len(prev)) + 1
+			}
+		}
+		offsets[s] = off
+	}
+	last := uniq[len(uniq)-1]
+	tab := make([]byte, offsets[last]+uint32(len(last))+1)
+	for i, s := range uniq {
+		if !merged[i] {
+			copy(tab[offsets[s]:], s)
+		}
+	}
+	return tab, offsets
+}
+
+// compareReversed orders strings by their reversed bytes, descending; a
+// string that is a suffix of another sorts after it.
+func compareReversed(a, b string) int {
+	for i := 1; i <= len(a) && i <= len(b); i++ {
+		if ca, cb := a[len(a)-i], b[len(b)-i]; ca != cb {
+			return int(cb) - int(ca)
+		}
+	}
+	return len(b) - len(a)
 }
