@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pelletier/go-toml/v2"
+
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -35,7 +37,7 @@ func TestShippedConfig(t *testing.T) {
 		t.Fatalf("%s: %v", shippedPath, err)
 	}
 	if !reflect.DeepEqual(shipped, Default()) {
-		t.Errorf("%s as shipped is not the default configuration:\n got %+v\nwant %+v", shippedPath, shipped, Default())
+		t.Errorf("%s as shipped is not the default configuration:\n got:\n%s\nwant:\n%s", shippedPath, asTOML(t, shipped), asTOML(t, Default()))
 	}
 
 	all, err := Parse(uncomment(data))
@@ -45,7 +47,7 @@ func TestShippedConfig(t *testing.T) {
 	want := Default()
 	want.Sharing = all.Sharing
 	if !reflect.DeepEqual(all, want) {
-		t.Errorf("%s shows values that are not the defaults:\n got %+v\nwant %+v", shippedPath, all, want)
+		t.Errorf("%s shows values that are not the defaults:\n got:\n%s\nwant:\n%s", shippedPath, asTOML(t, all), asTOML(t, want))
 	}
 	if got := []string{all.Sharing[0].Strategy, all.Sharing[1].Strategy}; len(all.Sharing) != 2 || !slices.Equal(got, []string{TimeSlicing, MPS}) {
 		t.Errorf("sharing examples: got %+v, want one time-slicing and one MPS entry", all.Sharing)
@@ -61,6 +63,15 @@ func TestShippedConfig(t *testing.T) {
 	if _, err := all.Resolve(h); err != nil {
 		t.Errorf("sharing examples on dgx-a100: %v", err)
 	}
+}
+
+func asTOML(t *testing.T, c *Config) string {
+	t.Helper()
+	b, err := toml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // TestShippedConfigDocumentsEveryKey checks that every key Parse accepts
