@@ -13,9 +13,6 @@ PKG_BIN       = $(DIST)/bin
 PKG_VERSION  ?= $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed -E 's/^v//; s/-([0-9]+)-g([0-9a-f]+)$$/+\1.g\2/' | grep . || echo 0.0.0)
 
 TEST_DEPS += $(NFPM) packaging-tools
-# The Makefile reads `deps: $(TEST_DEPS)` before it includes mk/*.mk, so a
-# fragment's TEST_DEPS would be missed: name them on deps here as well.
-deps: $(NFPM) packaging-tools
 
 .PHONY: packages packaging-tools
 

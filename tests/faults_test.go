@@ -102,3 +102,19 @@ shm-size = "16MiB"
 		t.Errorf("start after the restart: %v: %s", err, out)
 	}
 }
+
+// TestMPSStopWithoutDriver stops daemons after the driver's NVML is gone
+// (the package's gpuctk-mps.service stopping on a host whose driver was
+// removed): the daemons stop, with a warning that compute modes stay.
+func TestMPSStopWithoutDriver(t *testing.T) {
+	e := newMPSEnv(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n")
+	run(t, bin("gpuctk"), e.args("start", "dgx-a100")...)
+	pid := e.record(t, dgxGPU0).PID
+	stdout, stderr, code := runResult(t, bin("gpuctk"), "mps", "stop", "--config", e.config, "--driver-root", e.driverRoot, "--state-root", e.stateRoot)
+	if code != 0 || !strings.Contains(stdout, "stopped, pid") || !strings.Contains(stderr, "libnvidia-ml.so.1 not found") || !strings.Contains(stderr, "compute modes are left as they are") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %q", code, stdout, stderr)
+	}
+	if mpsDaemonRuns(pid) {
+		t.Error("the daemon still runs")
+	}
+}
