@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -189,27 +190,27 @@ func parseNew(data []byte, base int) (*Cache, error) {
 	return c, nil
 }
 
-// unreferenced returns the strings of tab that end at none of ends (the
-// ascending positions of the NULs that referenced strings end at).
-func unreferenced(tab string, ends []int) []string {
+// unreferenced returns the strings of tab whose NUL is not marked in
+// ends.
+func unreferenced(tab string, ends bitset) []string {
 	var out []string
-	k := 0
 	for start := 0; start < len(tab); {
 		j := strings.IndexByte(tab[start:], 0)
 		if j < 0 {
 			break
 		}
-		nul := start + j
-		for k < len(ends) && ends[k] < nul {
-			k++
+		if j > 0 && !ends.has(start+j) {
+			out = append(out, tab[start:start+j])
 		}
-		if j > 0 && (k == len(ends) || ends[k] != nul) {
-			out = append(out, tab[start:nul])
-		}
-		start = nul + 1
+		start += j + 1
 	}
 	return out
 }
+
+type bitset []uint64
+
+func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
 // parseExtensions reads the extension directory at extOff (relative to the
 // start of the file, as the loader reads it) and returns the string offsets
@@ -253,27 +254,45 @@ func (c *Cache) parseExtensions(data []byte, extOff uint64) ([]uint32, error) {
 }
 
 // resolveStrings fills each ref with the NUL-terminated string at its
-// offset in tab (which starts at offset start). Refs are visited in offset
-// order so that each byte of tab is scanned once, however many entries a
-// hostile file points into one long unterminated run. It returns the
-// positions in tab of the NULs ending the strings, ascending.
-func resolveStrings(tab string, start uint32, refs []stringRef) ([]int, error) {
+// offset in tab (which starts at offset start) and returns the positions
+// of the NULs ending them. A hostile file can point many entries into one
+// long unterminated run; once the scanning passes a few times the table's
+// size, the refs are sorted by offset and resolved in one sweep instead,
+// so each byte of tab is scanned once more at most.
+func resolveStrings(tab string, start uint32, refs []stringRef) (bitset, error) {
+	ends := make(bitset, (len(tab)+63)/64)
+	scanned, limit := 0, 4*len(tab)+4096
+	for _, r := range refs {
+		i := int(r.off - start)
+		j := strings.IndexByte(tab[i:], 0)
+		if j < 0 {
+			return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
+		}
+		if scanned += j; scanned > limit {
+			return ends, sweepStrings(tab, start, refs, ends)
+		}
+		*r.dst = tab[i : i+j]
+		ends.set(i + j)
+	}
+	return ends, nil
+}
+
+func sweepStrings(tab string, start uint32, refs []stringRef, ends bitset) error {
 	slices.SortFunc(refs, func(a, b stringRef) int { return cmp.Compare(a.off, b.off) })
-	var ends []int
 	end := -1 // index in tab of the NUL ending the last string found
 	for _, r := range refs {
 		i := int(r.off - start)
 		if i > end {
 			j := strings.IndexByte(tab[i:], 0)
 			if j < 0 {
-				return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
+				return formatErr("string at offset %d runs past the end of the string table", r.off)
 			}
 			end = i + j
-			ends = append(ends, end)
+			ends.set(end)
 		}
 		*r.dst = tab[i:end]
 	}
-	return ends, nil
+	return nil
 }
 
 func isExtension(hwcap uint64) bool {
@@ -312,10 +331,22 @@ func (c *Cache) Add(entries ...Entry) {
 			out = append(out, e)
 		}
 	}
+	// ldconfig walks its list from the start to the first entry that sorts
+	// after the new one. On a sorted list (any cache ldconfig wrote) a
+	// binary search finds the same place.
+	sorted := true
+	for i := 1; i < len(out) && sorted; i++ {
+		sorted = c.compare(&out[i-1], &out[i]) <= 0
+	}
 	for _, e := range entries {
+		after := func(i int) bool { return c.compare(&out[i], &e) > 0 }
 		i := 0
-		for i < len(out) && c.compare(&out[i], &e) <= 0 {
-			i++
+		if sorted {
+			i = sort.Search(len(out), after)
+		} else {
+			for i < len(out) && !after(i) {
+				i++
+			}
 		}
 		out = slices.Insert(out, i, e)
 	}
@@ -389,8 +420,8 @@ func (c *Cache) Marshal() ([]byte, error) {
 	for i, e := range c.Entries {
 		p := buf[headerSize+uint64(i)*entrySize:]
 		le.PutUint32(p, uint32(e.Flags))
-		le.PutUint32(p[4:], uint32(strStart)+offsets[e.Key])
-		le.PutUint32(p[8:], uint32(strStart)+offsets[e.Value])
+		le.PutUint32(p[4:], uint32(strStart)+offsets[2*i])
+		le.PutUint32(p[8:], uint32(strStart)+offsets[2*i+1])
 		le.PutUint32(p[12:], e.OSVersion)
 		hwcap := e.HWCap
 		if isExtension(hwcap) {
@@ -407,8 +438,8 @@ func (c *Cache) Marshal() ([]byte, error) {
 	putSection(x[8:], tagGenerator, genOff, uint64(len(c.Generator)))
 	if len(names) > 0 {
 		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(names)))
-		for i, name := range names {
-			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[name])
+		for i := range names {
+			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[2*len(c.Entries)+i])
 		}
 	}
 	copy(buf[genOff:], c.Generator)
@@ -424,51 +455,57 @@ func putSection(b []byte, tag uint32, off, size uint64) {
 
 // buildStringTable lays strings out as ldconfig's stringtable_finalize
 // does: distinct strings sorted by their reversed bytes in descending
-// order, each string that ends the one before it stored as that one's tail.
-func buildStringTable(strs []string) ([]byte, map[string]uint32) {
-	offsets := make(map[string]uint32, len(strs))
-	uniq := make([]string, 0, len(strs))
-	for _, s := range strs {
-		if _, ok := offsets[s]; !ok {
-			offsets[s] = 0
-			uniq = append(uniq, s)
-		}
-	}
-	if len(uniq) == 0 {
+// order, each string that ends the one before it stored as that one's
+// tail. It returns the table and the offset of each of strs in it.
+func buildStringTable(strs []string) ([]byte, []uint32) {
+	offsets := make([]uint32, len(strs))
+	if len(strs) == 0 {
 		return nil, offsets
 	}
-	slices.SortFunc(uniq, compareReversed)
-	merged := make([]bool, len(uniq))
-	var off uint32
-	for i, s := range uniq {
-		if i > 0 {
-			prev := uniq[i-1]
-			if strings.HasSuffix(prev, s) {
-				off = offsets[prev] + uint32(len(prev)-len(s))
-				merged[i] = true
-			} else {
-				off = offsets[prev] + uint32(len(prev)) + 1
-			}
-		}
-		offsets[s] = off
+	// Sorting the reversed strings lets the comparisons run on memcmp.
+	var total int
+	for _, s := range strs {
+		total += len(s)
 	}
-	last := uniq[len(uniq)-1]
-	tab := make([]byte, offsets[last]+uint32(len(last))+1)
-	for i, s := range uniq {
-		if !merged[i] {
-			copy(tab[offsets[s]:], s)
+	rev := make([]byte, 0, total)
+	type item struct {
+		rev string // s reversed
+		idx int    // index in strs
+	}
+	for _, s := range strs {
+		for j := len(s) - 1; j >= 0; j-- {
+			rev = append(rev, s[j])
 		}
+	}
+	revs := string(rev) // one copy; each item's rev is a substring
+	items := make([]item, len(strs))
+	pos := 0
+	for i, s := range strs {
+		items[i] = item{rev: revs[pos : pos+len(s)], idx: i}
+		pos += len(s)
+	}
+	slices.SortFunc(items, func(a, b item) int { return strings.Compare(b.rev, a.rev) })
+
+	tab := make([]byte, 0, total+len(strs))
+	var off uint32
+	for i, it := range items {
+		s := strs[it.idx]
+		if i > 0 {
+			prev := items[i-1]
+			switch {
+			case prev.rev == it.rev:
+				// The same string again: it has the previous one's offset.
+			case strings.HasPrefix(prev.rev, it.rev):
+				// A tail of the previous string.
+				off += uint32(len(prev.rev) - len(it.rev))
+			default:
+				off = uint32(len(tab))
+				tab = append(append(tab, s...), 0)
+			}
+		} else {
+			tab = append(append(tab, s...), 0)
+		}
+		offsets[it.idx] = off
 	}
 	return tab, offsets
-}
-
-// compareReversed orders strings by their reversed bytes, descending; a
-// string that is a suffix of another sorts after it.
-func compareReversed(a, b string) int {
-	for i := 1; i <= len(a) && i <= len(b); i++ {
-		if ca, cb := a[len(a)-i], b[len(b)-i]; ca != cb {
-			return int(cb) - int(ca)
-		}
-	}
-	return len(b) - len(a)
 }

@@ -275,6 +275,7 @@ func TestAddReplaces(t *testing.T) {
 			{Flags: x64, Key: "libzzz.so.1", Value: "/drv/libzzz.so.1"},
 		}, []string{"libzzz.so.1=/drv/libzzz.so.1", "libz.so.1=/lib/libz.so.1", "libnvidia-ml.so.1=/drv/libnvidia-ml.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6", "libaaa.so.2=/drv/libaaa.so.2"}},
 		{"replace the other ABI", []Entry{{Flags: x32, Key: "libcuda.so.1", Value: "/drv32/libcuda.so.1"}}, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/drv32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
+		{"equal entries keep the call's order", []Entry{cuda, {Flags: x64, Key: "libcuda.so.1", Value: "/drv2/libcuda.so.1"}}, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/drv/libcuda.so.1", "libcuda.so.1=/drv2/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
 		{"nothing", nil, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
 	}
 	for _, tt := range tests {
