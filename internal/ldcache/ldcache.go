@@ -1,7 +1,6 @@
 package ldcache
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -182,24 +181,25 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			return nil, formatErr("entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
 		}
 	}
-	ends, err := resolveStrings(tab, uint32(strStart), refs)
+	starts, err := resolveStrings(tab, uint32(strStart), refs)
 	if err != nil {
 		return nil, err
 	}
-	c.interned = unreferenced(tab, ends)
+	c.interned = unreferenced(tab, starts)
 	return c, nil
 }
 
-// unreferenced returns the strings of tab whose NUL is not marked in
-// ends.
-func unreferenced(tab string, ends bitset) []string {
+// unreferenced returns the strings of tab that no entry refers to: those
+// stored from a position not marked in starts. (Strings referred to from
+// their middle are still whole strings that ldconfig interned.)
+func unreferenced(tab string, starts bitset) []string {
 	var out []string
 	for start := 0; start < len(tab); {
 		j := strings.IndexByte(tab[start:], 0)
 		if j < 0 {
 			break
 		}
-		if j > 0 && !ends.has(start+j) {
+		if j > 0 && !starts.has(start) {
 			out = append(out, tab[start:start+j])
 		}
 		start += j + 1
@@ -255,44 +255,29 @@ func (c *Cache) parseExtensions(data []byte, extOff uint64) ([]uint32, error) {
 
 // resolveStrings fills each ref with the NUL-terminated string at its
 // offset in tab (which starts at offset start) and returns the positions
-// of the NULs ending them. A hostile file can point many entries into one
-// long unterminated run; once the scanning passes a few times the table's
-// size, the refs are sorted by offset and resolved in one sweep instead,
-// so each byte of tab is scanned once more at most.
+// in tab that strings start at.
+//
+// ldconfig stores every string whole and shares only tails (a key is the
+// end of its path), so the strings of its caches add up to about twice the
+// string table. A hostile file can point thousands of entries into one long
+// string; refusing more than eight times the table keeps the scanning here
+// and the work of Marshal proportional to the file.
 func resolveStrings(tab string, start uint32, refs []stringRef) (bitset, error) {
-	ends := make(bitset, (len(tab)+63)/64)
-	scanned, limit := 0, 4*len(tab)+4096
+	starts := make(bitset, (len(tab)+63)/64)
+	budget := 8*len(tab) + 1<<16
 	for _, r := range refs {
 		i := int(r.off - start)
 		j := strings.IndexByte(tab[i:], 0)
 		if j < 0 {
 			return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
 		}
-		if scanned += j; scanned > limit {
-			return ends, sweepStrings(tab, start, refs, ends)
+		if budget -= j; budget < 0 {
+			return nil, formatErr("entries refer to more than %d bytes of strings in a %d-byte string table: not a cache ldconfig wrote", 8*len(tab)+1<<16, len(tab))
 		}
 		*r.dst = tab[i : i+j]
-		ends.set(i + j)
+		starts.set(i)
 	}
-	return ends, nil
-}
-
-func sweepStrings(tab string, start uint32, refs []stringRef, ends bitset) error {
-	slices.SortFunc(refs, func(a, b stringRef) int { return cmp.Compare(a.off, b.off) })
-	end := -1 // index in tab of the NUL ending the last string found
-	for _, r := range refs {
-		i := int(r.off - start)
-		if i > end {
-			j := strings.IndexByte(tab[i:], 0)
-			if j < 0 {
-				return formatErr("string at offset %d runs past the end of the string table", r.off)
-			}
-			end = i + j
-			ends.set(end)
-		}
-		*r.dst = tab[i:end]
-	}
-	return nil
+	return starts, nil
 }
 
 func isExtension(hwcap uint64) bool {

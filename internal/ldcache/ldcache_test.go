@@ -297,3 +297,39 @@ func TestAddReplaces(t *testing.T) {
 		})
 	}
 }
+
+// TestParseOverlappingStrings points thousands of entries into one long
+// string, each a byte further in, as no ldconfig would: Parse must refuse
+// it rather than hand Marshal gigabytes of strings to sort and copy.
+func TestParseOverlappingStrings(t *testing.T) {
+	const length = 1 << 16
+	build := func(n int) []byte {
+		strStart := headerSize + n*entrySize
+		data := make([]byte, strStart, strStart+length+1)
+		copy(data, magicNew)
+		le := binary.LittleEndian
+		le.PutUint32(data[20:], uint32(n))
+		le.PutUint32(data[24:], length+1)
+		data[28] = endianLittle
+		for i := range n {
+			p := data[headerSize+i*entrySize:]
+			le.PutUint32(p, uint32(x8664))
+			le.PutUint32(p[4:], uint32(strStart+i))
+			le.PutUint32(p[8:], uint32(strStart+n-1-i))
+		}
+		data = append(data, strings.Repeat("a", length)...)
+		return append(data, 0)
+	}
+	_, err := Parse(build(5000))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "not a cache ldconfig wrote") {
+		t.Fatalf("Parse: %v, want the overlapping strings refused", err)
+	}
+	// A few such entries are fine: ldconfig shares tails too.
+	c, err := Parse(build(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Entries) != 4 || c.Entries[3].Key != strings.Repeat("a", length-3) || c.Entries[3].Value != strings.Repeat("a", length) {
+		t.Errorf("parsed %d entries", len(c.Entries))
+	}
+}
