@@ -176,14 +176,14 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			refs = append(refs, stringRef{off, &c.HWCaps[i]})
 		}
 	}
+	starts, err := resolveStrings(tab, uint32(strStart), refs)
+	if err != nil {
+		return nil, err
+	}
 	for i, e := range c.Entries {
 		if isExtension(e.HWCap) && uint64(uint32(e.HWCap)) >= uint64(len(c.HWCaps)) {
 			return nil, formatErr("entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
 		}
-	}
-	starts, err := resolveStrings(tab, uint32(strStart), refs)
-	if err != nil {
-		return nil, err
 	}
 	c.interned = unreferenced(tab, starts)
 	return c, nil
