@@ -1,6 +1,8 @@
 package ldcache
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -301,40 +303,44 @@ func (c *Cache) Lookup(key string) []Entry {
 // libraries win over the image's; then each new entry is inserted where
 // ldconfig's add_to_cache would put it (after the entries that sort before
 // or equal to it), which keeps the order the loader's binary search needs.
+// It costs O(n) for the copy plus O(k log n) comparisons.
 func (c *Cache) Add(entries ...Entry) {
-	type keyFlags struct {
-		key   string
-		flags int32
-	}
-	replace := make(map[keyFlags]bool, len(entries))
+	keys := make(map[string]struct{}, len(entries))
 	for _, e := range entries {
-		replace[keyFlags{e.Key, e.Flags}] = true
+		keys[e.Key] = struct{}{}
 	}
-	out := make([]Entry, 0, len(c.Entries)+len(entries))
-	for _, e := range c.Entries {
-		if !replace[keyFlags{e.Key, e.Flags}] {
-			out = append(out, e)
-		}
-	}
-	// ldconfig walks its list from the start to the first entry that sorts
-	// after the new one. On a sorted list (any cache ldconfig wrote) a
-	// binary search finds the same place.
-	sorted := true
-	for i := 1; i < len(out) && sorted; i++ {
-		sorted = c.compare(&out[i-1], &out[i]) <= 0
-	}
-	for _, e := range entries {
-		after := func(i int) bool { return c.compare(&out[i], &e) > 0 }
-		i := 0
-		if sorted {
-			i = sort.Search(len(out), after)
-		} else {
-			for i < len(out) && !after(i) {
-				i++
+	replaced := func(old *Entry) bool {
+		if _, ok := keys[old.Key]; ok {
+			for _, e := range entries {
+				if e.Key == old.Key && e.Flags == old.Flags {
+					return true
+				}
 			}
 		}
-		out = slices.Insert(out, i, e)
+		return false
 	}
+	out := make([]Entry, 0, len(c.Entries)+len(entries))
+	for i := range c.Entries {
+		if !replaced(&c.Entries[i]) {
+			out = append(out, c.Entries[i])
+		}
+	}
+	// ldconfig walks its list from the start and inserts before the first
+	// entry that sorts after the new one. On a sorted list (any cache
+	// ldconfig wrote) a binary search finds that place; the new entries,
+	// sorted stably so that equal ones keep the call's order, then go in
+	// with one merge. (On a list no ldconfig sorted, the loader's search is
+	// unreliable anyway; the positions are kept ascending all the same.)
+	add := slices.Clone(entries)
+	slices.SortStableFunc(add, func(a, b Entry) int { return c.compare(&a, &b) })
+	merged := make([]Entry, 0, len(out)+len(add))
+	prev := 0
+	for _, e := range add {
+		pos := prev + sort.Search(len(out)-prev, func(j int) bool { return c.compare(&out[prev+j], &e) > 0 })
+		merged = append(append(merged, out[prev:pos]...), e)
+		prev = pos
+	}
+	out = append(merged, out[prev:]...)
 	c.Entries = out
 }
 
@@ -447,47 +453,53 @@ func buildStringTable(strs []string) ([]byte, []uint32) {
 	if len(strs) == 0 {
 		return nil, offsets
 	}
-	// Sorting the reversed strings lets the comparisons run on memcmp.
+	// Sorting the reversed strings lets the comparisons run on memcmp; the
+	// items hold no pointers, which keeps the garbage collector out of it.
 	var total int
 	for _, s := range strs {
 		total += len(s)
 	}
-	rev := make([]byte, 0, total)
+	rev := make([]byte, 0, total+8)
 	type item struct {
-		rev string // s reversed
-		idx int    // index in strs
+		head          uint64 // the first 8 bytes of rev[off:], zero-padded
+		off, len, idx uint32 // rev[off:off+len] is strs[idx] reversed
 	}
-	for _, s := range strs {
+	items := make([]item, len(strs))
+	for i, s := range strs {
+		items[i] = item{off: uint32(len(rev)), len: uint32(len(s)), idx: uint32(i)}
 		for j := len(s) - 1; j >= 0; j-- {
 			rev = append(rev, s[j])
 		}
 	}
-	revs := string(rev) // one copy; each item's rev is a substring
-	items := make([]item, len(strs))
-	pos := 0
-	for i, s := range strs {
-		items[i] = item{rev: revs[pos : pos+len(s)], idx: i}
-		pos += len(s)
+	var pad [8]byte
+	for i := range items {
+		it := &items[i]
+		copy(pad[:], rev[it.off:it.off+min(it.len, 8)])
+		clear(pad[min(it.len, 8):])
+		it.head = binary.BigEndian.Uint64(pad[:])
 	}
-	slices.SortFunc(items, func(a, b item) int { return strings.Compare(b.rev, a.rev) })
+	r := func(it item) []byte { return rev[it.off : it.off+it.len] }
+	// Most comparisons are settled by the heads; zero padding sorts a
+	// shorter string before a longer one that it begins, as bytes.Compare.
+	slices.SortFunc(items, func(a, b item) int {
+		if a.head != b.head {
+			return cmp.Compare(b.head, a.head)
+		}
+		return bytes.Compare(r(b), r(a))
+	})
 
 	tab := make([]byte, 0, total+len(strs))
 	var off uint32
 	for i, it := range items {
 		s := strs[it.idx]
-		if i > 0 {
-			prev := items[i-1]
-			switch {
-			case prev.rev == it.rev:
-				// The same string again: it has the previous one's offset.
-			case strings.HasPrefix(prev.rev, it.rev):
-				// A tail of the previous string.
-				off += uint32(len(prev.rev) - len(it.rev))
-			default:
-				off = uint32(len(tab))
-				tab = append(append(tab, s...), 0)
-			}
-		} else {
+		switch prev := items[max(i-1, 0)]; {
+		case i > 0 && bytes.Equal(r(prev), r(it)):
+			// The same string again: it has the previous one's offset.
+		case i > 0 && bytes.HasPrefix(r(prev), r(it)):
+			// A tail of the previous string.
+			off += prev.len - it.len
+		default:
+			off = uint32(len(tab))
 			tab = append(append(tab, s...), 0)
 		}
 		offsets[it.idx] = off
