@@ -18,6 +18,11 @@ export PATH := $(TOOLS):$(PATH)
 TEST_DEPS :=
 FUZZTIME  ?= 10s
 
+.DEFAULT_GOAL := all
+
+# Fragments add to TEST_DEPS, so they are read before the rules use it.
+include $(wildcard mk/*.mk)
+
 .PHONY: all build test fuzz bench deps lint clean
 all: build
 
@@ -26,7 +31,7 @@ build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
 # The hook and the runtime are static and free of cgo: they run on every
 # container start and must not load NVML.
 $(BIN)/gpuctk: FORCE
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
+	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
 $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
 
@@ -52,4 +57,3 @@ clean:
 
 FORCE:
 
--include mk/*.mk

@@ -119,7 +119,7 @@ func (g *Generator) Generate(host *inventory.Host, f *driver.Files) (*specs.Spec
 		if g.replicaEdits != nil {
 			extra, err := g.replicaEdits(s)
 			if err != nil {
-				return nil, sum, fmt.Errorf("%s: %w", d, err)
+				return nil, sum, err // names the device already
 			}
 			if extra != nil {
 				edits.Env = extra.Env

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -116,7 +117,9 @@ func mergeCache(root *os.Root, libraries []string) error {
 // anyway; a cache cut short by one is refused by Parse at the next start
 // (hooks run again) and rebuilt by ldconfig, and ignored by the loader.
 func writeInRoot(root *os.Root, name string, data []byte, mode os.FileMode) (err error) {
-	tmp := fmt.Sprintf("%s.gpuctk-%d", name, os.Getpid())
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := fmt.Sprintf("%s.gpuctk-%x", name, rnd)
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC, mode)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)

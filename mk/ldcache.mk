@@ -3,7 +3,7 @@
 # keeps ldconfig's runs over the host's folders off the host's aux cache.
 TEST_DEPS += ldcache-deps
 
-.PHONY: ldcache-deps fuzz-ldcache
+.PHONY: ldcache-deps
 ldcache-deps:
 	@if ! { command -v ldconfig && command -v unshare && command -v chroot && \
 		echo 'int main(void){return 0;}' | gcc -x c - -o /dev/null; } >/dev/null 2>&1; then \
@@ -11,7 +11,3 @@ ldcache-deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev libc-bin util-linux coreutils >/dev/null; \
 	fi
-
-# Not part of `make test`: the lead runs every fuzz target in one step.
-fuzz-ldcache:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/ldcache/

@@ -21,6 +21,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuctk/gpuctk/driver"
+
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 )
@@ -394,7 +396,7 @@ func (m *Manager) stop(ctl string, d Device) (Result, error) {
 func (m *Manager) env(d Device, daemon bool) []string {
 	var path []string
 	if m.driverRoot != "/" {
-		for _, dir := range binDirs {
+		for _, dir := range driver.BinDirs {
 			path = append(path, filepath.Join(m.driverRoot, dir))
 		}
 	}
@@ -410,7 +412,7 @@ func (m *Manager) env(d Device, daemon bool) []string {
 	}
 	if m.driverRoot != "/" {
 		var libs []string
-		for _, dir := range libDirs {
+		for _, dir := range driver.LibDirs {
 			if fi, err := os.Stat(filepath.Join(m.driverRoot, dir)); err == nil && fi.IsDir() {
 				libs = append(libs, filepath.Join(m.driverRoot, dir))
 			}

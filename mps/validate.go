@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
+
+	"github.com/gpuctk/gpuctk/driver"
 )
 
 // Client limits of an MPS server, from NVIDIA's MPS documentation.
@@ -90,27 +89,12 @@ func (d Device) Validate() error {
 // controlName is the MPS control daemon's binary.
 const controlName = "nvidia-cuda-mps-control"
 
-// binDirs and libDirs are the folders, relative to the driver root, that
-// hold driver binaries and libraries on the distributions and driver
-// containers we know (the folders package driver searches).
-var (
-	binDirs = []string{"usr/bin", "usr/sbin", "bin", "sbin", "usr/local/bin", "usr/local/nvidia/bin"}
-	libDirs = []string{"usr/lib/x86_64-linux-gnu", "usr/lib64", "lib/x86_64-linux-gnu", "lib64", "usr/lib", "lib", "usr/local/nvidia/lib64"}
-)
-
 // FindControl returns the path of nvidia-cuda-mps-control under the
 // driver root.
 func FindControl(driverRoot string) (string, error) {
-	for _, dir := range binDirs {
-		p := filepath.Join(driverRoot, dir, controlName)
-		fi, err := os.Stat(p)
-		if err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("driver root %s: %w", driverRoot, err)
-		}
+	p, err := driver.FindBinary(driverRoot, controlName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%w: install the driver's MPS binaries or pass the right --driver-root", err)
 	}
-	return "", fmt.Errorf("driver root %s: %s is not in %s: install the driver's MPS binaries or pass the right --driver-root",
-		driverRoot, controlName, strings.Join(binDirs, ", "))
+	return p, err
 }

@@ -133,7 +133,7 @@ func TestValidate(t *testing.T) {
 func TestValidateBinary(t *testing.T) {
 	empty := t.TempDir()
 	err := Validate([]Device{shared(a100, 2, 0, 0)}, empty)
-	want := "driver root " + empty + ": nvidia-cuda-mps-control is not in usr/bin, usr/sbin, bin, sbin, usr/local/bin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"
+	want := "driver root " + empty + ": nvidia-cuda-mps-control is not in /usr/bin, /usr/sbin, /bin, /sbin, /usr/local/bin, /usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}

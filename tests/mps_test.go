@@ -257,7 +257,7 @@ func TestMPSBadInput(t *testing.T) {
 		{"selector matches nothing", "dgx-a100", entry(`"9"`, 2, ""), nil,
 			`config %s: [[sharing]] entry 1: selector "9" matches no device on this host`},
 		{"binary missing", "dgx-a100", entry(`"0"`, 2, ""), []string{"--driver-root", "/nonexistent"},
-			"driver root /nonexistent: nvidia-cuda-mps-control is not in usr/bin, usr/sbin, bin, sbin, usr/local/bin, usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
+			"driver root /nonexistent: nvidia-cuda-mps-control is not in /usr/bin, /usr/sbin, /bin, /sbin, /usr/local/bin, /usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
 		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
 			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
 	} {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
-	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 )
 
@@ -57,12 +56,14 @@ func mpsCommand() *cli.Command {
 	}
 }
 
-// mpsSetup reads the configuration and builds the Manager.
-func mpsSetup(c *cli.Context) (*config.Config, *mps.Manager, error) {
+// mpsSetup reads the configuration and builds the Manager. Stopping works
+// without NVML (the driver may be gone by then): compute modes are then
+// left as they are, with a warning.
+func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, err := loadConfig(c)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,10 +89,14 @@ func mpsSetup(c *cli.Context) (*config.Config, *mps.Manager, error) {
 	// simulated host.
 	if *cfg.MPS.SetComputeMode && !c.Bool("no-compute-mode") && c.String("simulate") == "" {
 		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
-		if err != nil {
+		switch {
+		case err == nil:
+			opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvml.New(nvml.WithLibraryPath(lib)))))
+		case stopping:
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v: compute modes are left as they are\n", err)
+		default:
 			return nil, nil, err
 		}
-		opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvml.New(nvml.WithLibraryPath(lib)))))
 	}
 	return cfg, mps.New(opts...), nil
 }
@@ -113,27 +118,9 @@ func configName(cfg *config.Config) string {
 // mpsDevices reads the host, from --simulate or NVML, and returns its
 // MPS-shared devices.
 func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
-	var host *inventory.Host
-	if name := c.String("simulate"); name != "" {
-		p, err := inventory.LoadProfile(name)
-		if err != nil {
-			return nil, err
-		}
-		if host, err = p.Host(); err != nil {
-			return nil, err
-		}
-	} else {
-		lib, err := driver.FindLibrary(driverRoot(c, cfg), "libnvidia-ml.so.1")
-		if err != nil {
-			return nil, err
-		}
-		src, err := openNVML(lib)
-		if err != nil {
-			return nil, err
-		}
-		if host, err = src.Host(); err != nil {
-			return nil, err
-		}
+	host, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, err
 	}
 	shared, err := cfg.Resolve(host)
 	if err != nil {
@@ -143,7 +130,7 @@ func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
 }
 
 func mpsStart(c *cli.Context) error {
-	cfg, m, err := mpsSetup(c)
+	cfg, m, err := mpsSetup(c, false)
 	if err != nil {
 		return err
 	}
@@ -168,7 +155,7 @@ func mpsStart(c *cli.Context) error {
 }
 
 func mpsStop(c *cli.Context) error {
-	_, m, err := mpsSetup(c)
+	_, m, err := mpsSetup(c, true)
 	if err != nil {
 		return err
 	}
@@ -221,7 +208,7 @@ func state(s mps.Status) string {
 }
 
 func mpsStatus(c *cli.Context) error {
-	cfg, m, err := mpsSetup(c)
+	cfg, m, err := mpsSetup(c, false)
 	if err != nil {
 		return err
 	}

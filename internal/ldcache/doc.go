@@ -16,4 +16,10 @@
 // tail-merged string table, extension directory with the generator string
 // and the glibc-hwcaps section), so parsing a cache that ldconfig wrote and
 // marshalling it again gives back the same bytes.
+//
+// Parse reads the new format alone (glibc 2.32 and later write only that)
+// and the new format appended to the old "ld.so-1.7.0" one (ldconfig -c
+// compat, the default before 2.32). The old format alone, or a big-endian
+// cache, is refused with ErrFormat, as is anything truncated or pointing
+// outside the file.
 package ldcache

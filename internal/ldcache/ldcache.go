@@ -1,12 +1,14 @@
 package ldcache
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 )
 
@@ -176,40 +178,41 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			refs = append(refs, stringRef{off, &c.HWCaps[i]})
 		}
 	}
+	starts, err := resolveStrings(tab, uint32(strStart), refs)
+	if err != nil {
+		return nil, err
+	}
 	for i, e := range c.Entries {
 		if isExtension(e.HWCap) && uint64(uint32(e.HWCap)) >= uint64(len(c.HWCaps)) {
 			return nil, formatErr("entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
 		}
 	}
-	ends, err := resolveStrings(tab, uint32(strStart), refs)
-	if err != nil {
-		return nil, err
-	}
-	c.interned = unreferenced(tab, ends)
+	c.interned = unreferenced(tab, starts)
 	return c, nil
 }
 
-// unreferenced returns the strings of tab that end at none of ends (the
-// ascending positions of the NULs that referenced strings end at).
-func unreferenced(tab string, ends []int) []string {
+// unreferenced returns the strings of tab that no entry refers to: those
+// stored from a position not marked in starts. (Strings referred to from
+// their middle are still whole strings that ldconfig interned.)
+func unreferenced(tab string, starts bitset) []string {
 	var out []string
-	k := 0
 	for start := 0; start < len(tab); {
 		j := strings.IndexByte(tab[start:], 0)
 		if j < 0 {
 			break
 		}
-		nul := start + j
-		for k < len(ends) && ends[k] < nul {
-			k++
+		if j > 0 && !starts.has(start) {
+			out = append(out, tab[start:start+j])
 		}
-		if j > 0 && (k == len(ends) || ends[k] != nul) {
-			out = append(out, tab[start:nul])
-		}
-		start = nul + 1
+		start += j + 1
 	}
 	return out
 }
+
+type bitset []uint64
+
+func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
+func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
 
 // parseExtensions reads the extension directory at extOff (relative to the
 // start of the file, as the loader reads it) and returns the string offsets
@@ -253,27 +256,30 @@ func (c *Cache) parseExtensions(data []byte, extOff uint64) ([]uint32, error) {
 }
 
 // resolveStrings fills each ref with the NUL-terminated string at its
-// offset in tab (which starts at offset start). Refs are visited in offset
-// order so that each byte of tab is scanned once, however many entries a
-// hostile file points into one long unterminated run. It returns the
-// positions in tab of the NULs ending the strings, ascending.
-func resolveStrings(tab string, start uint32, refs []stringRef) ([]int, error) {
-	slices.SortFunc(refs, func(a, b stringRef) int { return cmp.Compare(a.off, b.off) })
-	var ends []int
-	end := -1 // index in tab of the NUL ending the last string found
+// offset in tab (which starts at offset start) and returns the positions
+// in tab that strings start at.
+//
+// ldconfig stores every string whole and shares only tails (a key is the
+// end of its path), so the strings of its caches add up to about twice the
+// string table. A hostile file can point thousands of entries into one long
+// string; refusing more than eight times the table keeps the scanning here
+// and the work of Marshal proportional to the file.
+func resolveStrings(tab string, start uint32, refs []stringRef) (bitset, error) {
+	starts := make(bitset, (len(tab)+63)/64)
+	budget := 8*len(tab) + 1<<16
 	for _, r := range refs {
 		i := int(r.off - start)
-		if i > end {
-			j := strings.IndexByte(tab[i:], 0)
-			if j < 0 {
-				return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
-			}
-			end = i + j
-			ends = append(ends, end)
+		j := strings.IndexByte(tab[i:], 0)
+		if j < 0 {
+			return nil, formatErr("string at offset %d runs past the end of the string table", r.off)
 		}
-		*r.dst = tab[i:end]
+		if budget -= j; budget < 0 {
+			return nil, formatErr("entries refer to more than %d bytes of strings in a %d-byte string table: not a cache ldconfig wrote", 8*len(tab)+1<<16, len(tab))
+		}
+		*r.dst = tab[i : i+j]
+		starts.set(i)
 	}
-	return ends, nil
+	return starts, nil
 }
 
 func isExtension(hwcap uint64) bool {
@@ -297,28 +303,44 @@ func (c *Cache) Lookup(key string) []Entry {
 // libraries win over the image's; then each new entry is inserted where
 // ldconfig's add_to_cache would put it (after the entries that sort before
 // or equal to it), which keeps the order the loader's binary search needs.
+// It costs O(n) for the copy plus O(k log n) comparisons.
 func (c *Cache) Add(entries ...Entry) {
-	type keyFlags struct {
-		key   string
-		flags int32
-	}
-	replace := make(map[keyFlags]bool, len(entries))
+	keys := make(map[string]struct{}, len(entries))
 	for _, e := range entries {
-		replace[keyFlags{e.Key, e.Flags}] = true
+		keys[e.Key] = struct{}{}
+	}
+	replaced := func(old *Entry) bool {
+		if _, ok := keys[old.Key]; ok {
+			for _, e := range entries {
+				if e.Key == old.Key && e.Flags == old.Flags {
+					return true
+				}
+			}
+		}
+		return false
 	}
 	out := make([]Entry, 0, len(c.Entries)+len(entries))
-	for _, e := range c.Entries {
-		if !replace[keyFlags{e.Key, e.Flags}] {
-			out = append(out, e)
+	for i := range c.Entries {
+		if !replaced(&c.Entries[i]) {
+			out = append(out, c.Entries[i])
 		}
 	}
-	for _, e := range entries {
-		i := 0
-		for i < len(out) && c.compare(&out[i], &e) <= 0 {
-			i++
-		}
-		out = slices.Insert(out, i, e)
+	// ldconfig walks its list from the start and inserts before the first
+	// entry that sorts after the new one. On a sorted list (any cache
+	// ldconfig wrote) a binary search finds that place; the new entries,
+	// sorted stably so that equal ones keep the call's order, then go in
+	// with one merge. (On a list no ldconfig sorted, the loader's search is
+	// unreliable anyway; the positions are kept ascending all the same.)
+	add := slices.Clone(entries)
+	slices.SortStableFunc(add, func(a, b Entry) int { return c.compare(&a, &b) })
+	merged := make([]Entry, 0, len(out)+len(add))
+	prev := 0
+	for _, e := range add {
+		pos := prev + sort.Search(len(out)-prev, func(j int) bool { return c.compare(&out[prev+j], &e) > 0 })
+		merged = append(append(merged, out[prev:pos]...), e)
+		prev = pos
 	}
+	out = append(merged, out[prev:]...)
 	c.Entries = out
 }
 
@@ -389,8 +411,8 @@ func (c *Cache) Marshal() ([]byte, error) {
 	for i, e := range c.Entries {
 		p := buf[headerSize+uint64(i)*entrySize:]
 		le.PutUint32(p, uint32(e.Flags))
-		le.PutUint32(p[4:], uint32(strStart)+offsets[e.Key])
-		le.PutUint32(p[8:], uint32(strStart)+offsets[e.Value])
+		le.PutUint32(p[4:], uint32(strStart)+offsets[2*i])
+		le.PutUint32(p[8:], uint32(strStart)+offsets[2*i+1])
 		le.PutUint32(p[12:], e.OSVersion)
 		hwcap := e.HWCap
 		if isExtension(hwcap) {
@@ -407,8 +429,8 @@ func (c *Cache) Marshal() ([]byte, error) {
 	putSection(x[8:], tagGenerator, genOff, uint64(len(c.Generator)))
 	if len(names) > 0 {
 		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(names)))
-		for i, name := range names {
-			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[name])
+		for i := range names {
+			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[2*len(c.Entries)+i])
 		}
 	}
 	copy(buf[genOff:], c.Generator)
@@ -424,51 +446,63 @@ func putSection(b []byte, tag uint32, off, size uint64) {
 
 // buildStringTable lays strings out as ldconfig's stringtable_finalize
 // does: distinct strings sorted by their reversed bytes in descending
-// order, each string that ends the one before it stored as that one's tail.
-func buildStringTable(strs []string) ([]byte, map[string]uint32) {
-	offsets := make(map[string]uint32, len(strs))
-	uniq := make([]string, 0, len(strs))
-	for _, s := range strs {
-		if _, ok := offsets[s]; !ok {
-			offsets[s] = 0
-			uniq = append(uniq, s)
-		}
-	}
-	if len(uniq) == 0 {
+// order, each string that ends the one before it stored as that one's
+// tail. It returns the table and the offset of each of strs in it.
+func buildStringTable(strs []string) ([]byte, []uint32) {
+	offsets := make([]uint32, len(strs))
+	if len(strs) == 0 {
 		return nil, offsets
 	}
-	slices.SortFunc(uniq, compareReversed)
-	merged := make([]bool, len(uniq))
-	var off uint32
-	for i, s := range uniq {
-		if i > 0 {
-			prev := uniq[i-1]
-			if strings.HasSuffix(prev, s) {
-				off = offsets[prev] + uint32(len(prev)-len(s))
-				merged[i] = true
-			} else {
-				off = offsets[prev] + uint32(len(prev)) + 1
-			}
-		}
-		offsets[s] = off
+	// Sorting the reversed strings lets the comparisons run on memcmp; the
+	// items hold no pointers, which keeps the garbage collector out of it.
+	var total int
+	for _, s := range strs {
+		total += len(s)
 	}
-	last := uniq[len(uniq)-1]
-	tab := make([]byte, offsets[last]+uint32(len(last))+1)
-	for i, s := range uniq {
-		if !merged[i] {
-			copy(tab[offsets[s]:], s)
+	rev := make([]byte, 0, total+8)
+	type item struct {
+		head          uint64 // the first 8 bytes of rev[off:], zero-padded
+		off, len, idx uint32 // rev[off:off+len] is strs[idx] reversed
+	}
+	items := make([]item, len(strs))
+	for i, s := range strs {
+		items[i] = item{off: uint32(len(rev)), len: uint32(len(s)), idx: uint32(i)}
+		for j := len(s) - 1; j >= 0; j-- {
+			rev = append(rev, s[j])
 		}
+	}
+	var pad [8]byte
+	for i := range items {
+		it := &items[i]
+		copy(pad[:], rev[it.off:it.off+min(it.len, 8)])
+		clear(pad[min(it.len, 8):])
+		it.head = binary.BigEndian.Uint64(pad[:])
+	}
+	r := func(it item) []byte { return rev[it.off : it.off+it.len] }
+	// Most comparisons are settled by the heads; zero padding sorts a
+	// shorter string before a longer one that it begins, as bytes.Compare.
+	slices.SortFunc(items, func(a, b item) int {
+		if a.head != b.head {
+			return cmp.Compare(b.head, a.head)
+		}
+		return bytes.Compare(r(b), r(a))
+	})
+
+	tab := make([]byte, 0, total+len(strs))
+	var off uint32
+	for i, it := range items {
+		s := strs[it.idx]
+		switch prev := items[max(i-1, 0)]; {
+		case i > 0 && bytes.Equal(r(prev), r(it)):
+			// The same string again: it has the previous one's offset.
+		case i > 0 && bytes.HasPrefix(r(prev), r(it)):
+			// A tail of the previous string.
+			off += prev.len - it.len
+		default:
+			off = uint32(len(tab))
+			tab = append(append(tab, s...), 0)
+		}
+		offsets[it.idx] = off
 	}
 	return tab, offsets
-}
-
-// compareReversed orders strings by their reversed bytes, descending; a
-// string that is a suffix of another sorts after it.
-func compareReversed(a, b string) int {
-	for i := 1; i <= len(a) && i <= len(b); i++ {
-		if ca, cb := a[len(a)-i], b[len(b)-i]; ca != cb {
-			return int(cb) - int(ca)
-		}
-	}
-	return len(b) - len(a)
 }

@@ -274,6 +274,8 @@ func TestAddReplaces(t *testing.T) {
 			{Flags: x64, Key: "libaaa.so.2", Value: "/drv/libaaa.so.2"},
 			{Flags: x64, Key: "libzzz.so.1", Value: "/drv/libzzz.so.1"},
 		}, []string{"libzzz.so.1=/drv/libzzz.so.1", "libz.so.1=/lib/libz.so.1", "libnvidia-ml.so.1=/drv/libnvidia-ml.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6", "libaaa.so.2=/drv/libaaa.so.2"}},
+		{"replace the other ABI", []Entry{{Flags: x32, Key: "libcuda.so.1", Value: "/drv32/libcuda.so.1"}}, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/drv32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
+		{"equal entries keep the call's order", []Entry{cuda, {Flags: x64, Key: "libcuda.so.1", Value: "/drv2/libcuda.so.1"}}, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/drv/libcuda.so.1", "libcuda.so.1=/drv2/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
 		{"nothing", nil, []string{"libz.so.1=/lib/libz.so.1", "libcuda.so.1=/usr/libx32/libcuda.so.1", "libcuda.so.1=/usr/lib/old/libcuda.so.1", "libc.so.6=/lib/libc.so.6"}},
 	}
 	for _, tt := range tests {
@@ -293,5 +295,41 @@ func TestAddReplaces(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseOverlappingStrings points thousands of entries into one long
+// string, each a byte further in, as no ldconfig would: Parse must refuse
+// it rather than hand Marshal gigabytes of strings to sort and copy.
+func TestParseOverlappingStrings(t *testing.T) {
+	const length = 1 << 16
+	build := func(n int) []byte {
+		strStart := headerSize + n*entrySize
+		data := make([]byte, strStart, strStart+length+1)
+		copy(data, magicNew)
+		le := binary.LittleEndian
+		le.PutUint32(data[20:], uint32(n))
+		le.PutUint32(data[24:], length+1)
+		data[28] = endianLittle
+		for i := range n {
+			p := data[headerSize+i*entrySize:]
+			le.PutUint32(p, uint32(x8664))
+			le.PutUint32(p[4:], uint32(strStart+i))
+			le.PutUint32(p[8:], uint32(strStart+n-1-i))
+		}
+		data = append(data, strings.Repeat("a", length)...)
+		return append(data, 0)
+	}
+	_, err := Parse(build(5000))
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "not a cache ldconfig wrote") {
+		t.Fatalf("Parse: %v, want the overlapping strings refused", err)
+	}
+	// A few such entries are fine: ldconfig shares tails too.
+	c, err := Parse(build(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Entries) != 4 || c.Entries[3].Key != strings.Repeat("a", length-3) || c.Entries[3].Value != strings.Repeat("a", length) {
+		t.Errorf("parsed %d entries", len(c.Entries))
 	}
 }

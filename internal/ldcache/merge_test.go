@@ -90,9 +90,10 @@ func TestAddHWCapsMatchesLdconfig(t *testing.T) {
 		{usrlib + "/glibc-hwcaps/x86-64-v3", "libbar.so.9", "libbar.so.9"},
 	}
 	driver := []lib{
-		{"/opt/gpu/lib", "libfoo.so.1", "libfoo.so.1.2.3"},
-		{"/opt/gpu/lib/glibc-hwcaps/x86-64-v3", "libfoo.so.1", "libfoo.so.1.2.3"},
+		// Added in this order, each lands on the far side of the one before.
 		{"/opt/gpu/lib/glibc-hwcaps/x86-64-v4", "libfoo.so.1", "libfoo.so.1.2.3"},
+		{"/opt/gpu/lib/glibc-hwcaps/x86-64-v3", "libfoo.so.1", "libfoo.so.1.2.3"},
+		{"/opt/gpu/lib", "libfoo.so.1", "libfoo.so.1.2.3"},
 		{"/opt/gpu/lib", "libcuda.so.1", "libcuda.so.580.65.06"},
 	}
 	b := newLibBuilder(t, "hwcaps")
