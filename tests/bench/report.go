@@ -89,8 +89,8 @@ func (r *report) markdown() string {
 
 // machine describes where and when the figures were taken.
 type machine struct {
-	date, cpu, os, kernel, commit, loadStart string
-	cores                                    int
+	date, cpu, os, kernel, commit, loadStart, runc, goVersion string
+	cores                                                     int
 }
 
 func describeMachine(o *options) *machine {
@@ -120,6 +120,10 @@ func describeMachine(o *options) *machine {
 	if out, err := c.Output(); err == nil {
 		m.commit = strings.TrimSpace(string(out))
 	}
+	if out, err := exec.Command("runc", "--version").Output(); err == nil {
+		m.runc, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
+	}
+	m.goVersion = runtime.Version()
 	m.loadStart = loadAvg()
 	return m
 }
@@ -137,7 +141,7 @@ func loadAvg() string {
 }
 
 func (m *machine) String() string {
-	return fmt.Sprintf("%d cores (%s), %s, kernel %s", m.cores, m.cpu, m.os, m.kernel)
+	return fmt.Sprintf("%d cores (%s), %s, kernel %s, %s, %s", m.cores, m.cpu, m.os, m.kernel, m.runc, m.goVersion)
 }
 
 func (m *machine) header() string {
@@ -168,20 +172,21 @@ takes it over waited-for children).
 func perfSection(m *machine, table string, o *options) string {
 	return fmt.Sprintf(`## Performance
 
-A container asking for a GPU pays for one hook process (library links and
-the linker cache in one call), for gpuctk-runtime when it is used, and for
-the runtime's reading of the CDI spec. The hook adds the driver's entries to
-the image's own /etc/ld.so.cache instead of running ldconfig over the image,
-so its cost does not grow with the image; it falls back to ldconfig only
-when the cache is missing or in a format it does not write. `+"`make bench`"+`
-measures all of it:
+A container that asks for a GPU pays for one hook process (the library
+links and the linker cache in one call), for gpuctk-runtime when it is the
+runtime, and for its runtime's reading of the CDI spec. The hook adds the
+driver's entries to the image's own /etc/ld.so.cache instead of running
+ldconfig over the image, so its cost does not grow with the image; it falls
+back to ldconfig only where the cache is missing or in a format it does not
+write (the "old way" rows show what that costs). `+"`make bench`"+` measures
+it all and prints this table:
 
 %s
-Measured on %s, %s, Debian's podman 4.3.1 and runc, with gpuctk %s.
+Measured %s on %s (a shared CI machine; load average %s at the start), gpuctk %s.
 %s
-To reproduce, as root on a Debian machine: `+"`make bench`"+` (it builds the binaries, prepares
-a small root file system and a large one holding a copy of this machine's
-/usr/lib/x86_64-linux-gnu, prints the table and writes it to bench.txt;
-`+"`make bench BENCH_RUNS=50`"+` for more runs).
-`, table, m.date, m, m.commit, "\n"+notes(o))
+To reproduce, as root on Debian: `+"`make bench`"+`. It builds the binaries, prepares a
+small root file system (busybox, glibc, ldconfig) and a large one (a copy of
+the machine's /usr/lib/x86_64-linux-gnu), prints the table and writes it to
+bench.txt; `+"`make bench BENCH_RUNS=50`"+` takes more runs.
+`, table, m.date, m, m.loadStart, m.commit, "\n"+notes(o))
 }
