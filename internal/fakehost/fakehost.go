@@ -3,7 +3,9 @@
 // folder. Device nodes are real character devices (mknod, so tests need
 // root) with the majors and minors a real driver uses; libraries are real
 // ELF shared objects with the driver's SONAMEs, built with gcc; the linker
-// cache is written by the real ldconfig.
+// cache is written by the real ldconfig. Rootfs builds the other side: a
+// container's root file system, from busybox alone to glibc with its own
+// linker cache and a copy of the host's libraries.
 package fakehost
 
 import (
