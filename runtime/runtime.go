@@ -1,0 +1,274 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
+)
+
+// Runtime is one invocation of gpuctk-runtime.
+type Runtime struct {
+	cfg  *config.Config
+	exec func(path string, argv, env []string) error
+	env  []string
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithConfig sets the configuration (default: config.Default()).
+func WithConfig(c *config.Config) Option { return func(r *Runtime) { r.cfg = c } }
+
+// WithExec replaces syscall.Exec, for tests: the function gets the real
+// runtime's path, its argv and its environment.
+func WithExec(f func(path string, argv, env []string) error) Option {
+	return func(r *Runtime) { r.exec = f }
+}
+
+// New returns a Runtime.
+func New(opts ...Option) *Runtime {
+	r := &Runtime{exec: syscall.Exec, env: os.Environ()}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.cfg == nil {
+		r.cfg = config.Default()
+	}
+	return r
+}
+
+// Run handles a runc command line (without the program name): it prepares
+// the bundle on create, then execs the real runtime with args untouched.
+// It returns only on error, or after a replaced exec returns.
+func (r *Runtime) Run(args []string) error {
+	inv := parseArgs(args)
+	if inv.command != "create" {
+		real, err := r.realRuntime()
+		if err != nil {
+			r.fail(inv, err)
+			return err
+		}
+		return r.execv(real, args)
+	}
+
+	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	defer log.Close()
+	real, err := r.realRuntime()
+	if err == nil {
+		err = r.create(inv, log)
+	}
+	if err != nil {
+		err = fmt.Errorf("create %s: %w", inv.id, err)
+		log.Errorf("%v", err)
+		return err
+	}
+	log.Close()
+	return r.execv(real, args)
+}
+
+func (r *Runtime) execv(path string, args []string) error {
+	argv := append([]string{path}, args...)
+	if err := r.exec(path, argv, r.env); err != nil {
+		return fmt.Errorf("exec %s: %w", path, err)
+	}
+	return nil
+}
+
+// fail logs an error of the pass-through path.
+func (r *Runtime) fail(inv invocation, err error) {
+	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	log.Errorf("%s: %v", inv.command, err)
+	log.Close()
+}
+
+// realRuntime finds the first configured runtime on PATH, skipping this
+// binary in case it was installed under one of those names.
+func (r *Runtime) realRuntime() (string, error) {
+	var self os.FileInfo
+	for _, name := range r.cfg.Runtime.Runtimes {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			continue
+		}
+		if self == nil {
+			if exe, err := os.Executable(); err == nil {
+				self, _ = os.Stat(exe)
+			}
+		}
+		if fi, err := os.Stat(p); err == nil && self != nil && os.SameFile(fi, self) {
+			continue
+		}
+		return p, nil
+	}
+	where := "[runtime] runtimes in " + config.DefaultPath
+	if r.cfg.Path != "" {
+		where = "[runtime] runtimes in " + r.cfg.Path
+	}
+	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH (install runc or set %s)",
+		strings.Join(r.cfg.Runtime.Runtimes, ", "), where)
+}
+
+// create edits the bundle's config.json when the container asks for
+// devices and leaves it alone when it does not.
+func (r *Runtime) create(inv invocation, log *logger) error {
+	bundle := inv.bundle
+	if bundle == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+		bundle = wd
+	}
+	path := filepath.Join(bundle, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("bundle %s has no config.json: pass the bundle with --bundle", bundle)
+		}
+		return fmt.Errorf("bundle %s: %w", bundle, err)
+	}
+	var spec specs.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return fmt.Errorf("%s: %w", path, jsonError(data, err))
+	}
+	kind := r.cfg.CDI.Vendor + "/" + r.cfg.CDI.Class
+	req, err := requested(&spec, kind)
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
+		return nil
+	}
+	if err := r.inject(&spec, req, kind); err != nil {
+		return err
+	}
+	setVoid(&spec)
+	if dropLegacyHooks(&spec) {
+		log.Infof("create %s: dropped the legacy nvidia-container-runtime-hook", inv.id)
+	}
+	out, err := json.Marshal(&spec)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := atomicfile.WriteFile(path, out, mode); err != nil {
+		return err
+	}
+	if req.commonOnly {
+		log.Infof("create %s: injected the driver of %s without devices (%s)", inv.id, kind, req.source)
+	} else {
+		log.Infof("create %s: injected %s (from %s)", inv.id, strings.Join(req.devices, ", "), req.source)
+	}
+	return nil
+}
+
+// inject resolves the request through the CDI specs and applies the edits.
+func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
+	dirs := r.cfg.CDI.SpecDirs
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	if req.commonOnly {
+		found := false
+		for _, s := range cache.GetVendorSpecs(r.cfg.CDI.Vendor) {
+			if s.GetClass() != r.cfg.CDI.Class {
+				continue
+			}
+			if err := s.ApplyEdits(spec); err != nil {
+				return fmt.Errorf("%s: %w", s.GetPath(), err)
+			}
+			found = true
+		}
+		if !found {
+			return fmt.Errorf("%s: no CDI spec in %s is of kind %s%s",
+				req.source, strings.Join(dirs, ", "), kind, specErrors(cache))
+		}
+		return nil
+	}
+	unresolved, err := cache.InjectDevices(spec, req.devices...)
+	if len(unresolved) > 0 {
+		have := cache.ListDevices()
+		known := "provide no device at all: run `gpuctk cdi generate`"
+		if len(have) > 0 {
+			known = "provide " + strings.Join(have, ", ")
+		}
+		what := "device"
+		if len(unresolved) > 1 {
+			what = "devices"
+		}
+		return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
+			what, strings.Join(unresolved, ", "), req.source, strings.Join(dirs, ", "), known, specErrors(cache))
+	}
+	if err != nil {
+		return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+	}
+	return nil
+}
+
+// specErrors names the specs that failed to load: a device they would have
+// provided looks unknown otherwise.
+func specErrors(cache *cdi.Cache) string {
+	var msgs []string
+	for path, errs := range cache.GetErrors() {
+		msgs = append(msgs, fmt.Sprintf("%s: %v", path, errors.Join(errs...)))
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	slices.Sort(msgs)
+	return " (specs that failed to load: " + strings.ReplaceAll(strings.Join(msgs, "; "), "\n", "; ") + ")"
+}
+
+// setVoid leaves NVIDIA_VISIBLE_DEVICES=void, once, so that neither this
+// runtime nor a legacy hook injects again.
+func setVoid(spec *specs.Spec) {
+	if spec.Process == nil {
+		spec.Process = &specs.Process{}
+	}
+	env := slices.DeleteFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, EnvVar+"=") })
+	spec.Process.Env = append(env, EnvVar+"=void")
+}
+
+// legacyHooks are the hooks of NVIDIA's container toolkit that docker adds
+// for --gpus; they would inject a second time, or fail without their driver
+// library.
+var legacyHooks = []string{"nvidia-container-runtime-hook", "nvidia-container-toolkit"}
+
+func dropLegacyHooks(spec *specs.Spec) bool {
+	if spec.Hooks == nil {
+		return false
+	}
+	n := len(spec.Hooks.Prestart)
+	spec.Hooks.Prestart = slices.DeleteFunc(spec.Hooks.Prestart, func(h specs.Hook) bool {
+		return slices.Contains(legacyHooks, filepath.Base(h.Path))
+	})
+	return len(spec.Hooks.Prestart) != n
+}
+
+// jsonError adds the line and column to a JSON syntax error.
+func jsonError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("not a valid OCI spec: %w", err)
+	}
+	before := data[:min(int(se.Offset), len(data))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := len(before) - bytes.LastIndexByte(before, '\n')
+	return fmt.Errorf("not valid JSON at line %d column %d: %w", line, col, err)
+}
