@@ -269,6 +269,6 @@ func jsonError(data []byte, err error) error {
 	}
 	before := data[:min(int(se.Offset), len(data))]
 	line := bytes.Count(before, []byte("\n")) + 1
-	col := len(before) - bytes.LastIndexByte(before, '\n')
+	col := len(before) - bytes.LastIndexByte(before, '\n') - 1
 	return fmt.Errorf("not valid JSON at line %d column %d: %w", line, col, err)
 }
