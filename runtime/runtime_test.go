@@ -216,7 +216,9 @@ func TestCreateBadInput(t *testing.T) {
 		wantErr string
 	}{
 		{name: "malformed config.json",
-			setup:   func(f *fixture) { os.WriteFile(f.config, []byte("{\n\"ociVersion\": \"1.0.2\",\n\"process\": {,}\n}\n"), 0o600) },
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte("{\n\"ociVersion\": \"1.0.2\",\n\"process\": {,}\n}\n"), 0o600)
+			},
 			wantErr: "config.json: not valid JSON at line 3 column 13: invalid character ','"},
 		{name: "config.json of the wrong shape",
 			setup:   func(f *fixture) { os.WriteFile(f.config, []byte(`{"process": []}`), 0o600) },
