@@ -39,12 +39,13 @@ type Config struct {
 
 // CDI holds the settings of spec generation.
 type CDI struct {
-	Vendor     string   `toml:"vendor"`
-	Class      string   `toml:"class"`
-	HookPath   string   `toml:"hook-path"`
-	DriverRoot string   `toml:"driver-root"`
-	DevRoot    string   `toml:"dev-root"`
-	SpecDirs   []string `toml:"spec-dirs"`
+	Vendor     string `toml:"vendor"`
+	Class      string `toml:"class"`
+	HookPath   string `toml:"hook-path"`
+	DriverRoot string `toml:"driver-root"`
+	// DevRoot is where /dev and /proc are; empty means the driver root.
+	DevRoot  string   `toml:"dev-root"`
+	SpecDirs []string `toml:"spec-dirs"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -88,7 +89,6 @@ func (c *Config) setDefaults() {
 	setDefault(&c.CDI.Class, "gpu")
 	setDefault(&c.CDI.HookPath, "/usr/bin/gpuctk-hook")
 	setDefault(&c.CDI.DriverRoot, "/")
-	setDefault(&c.CDI.DevRoot, "/")
 	if len(c.CDI.SpecDirs) == 0 {
 		c.CDI.SpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 	}

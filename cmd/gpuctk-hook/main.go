@@ -1,3 +1,14 @@
+// Command gpuctk-hook is the createContainer hook of gpuctk's CDI specs.
 package main
 
-func main() {}
+import (
+	"os"
+
+	"github.com/gpuctk/gpuctk/hook"
+	"github.com/gpuctk/gpuctk/internal/version"
+)
+
+func main() {
+	hook.Version = version.Version
+	os.Exit(hook.Main(os.Args[1:], os.Stdin, os.Stderr))
+}

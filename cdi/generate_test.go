@@ -1,0 +1,231 @@
+package cdi
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	oci "github.com/opencontainers/runtime-spec/specs-go"
+	"go.yaml.in/yaml/v3"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/inventory"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// sharingConfigs are the configs the golden specs are made with, by host.
+var sharingConfigs = map[string]string{
+	"dgx-a100": `
+[[sharing]]
+devices = ["1", "2g.10gb"]
+strategy = "time-slicing"
+replicas = 3
+`,
+	"h100": `
+[[sharing]]
+devices = ["mig-0", "mig-1"]
+strategy = "time-slicing"
+replicas = 2
+`,
+	"dgx-h100-mig": `
+[[sharing]]
+devices = ["all"]
+strategy = "time-slicing"
+replicas = 8
+`,
+}
+
+func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
+	t.Helper()
+	p, err := inventory.LoadProfile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := p.Host()
+	cfg, err := config.Parse([]byte(sharingConfigs[name]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := cfg.Resolve(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, sum, err := New(WithSharing(shared)).Generate(h, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(spec, "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, data, sum
+}
+
+// TestGolden compares the whole spec of every simulated host with its
+// golden file (go test ./cdi -update rewrites them).
+func TestGolden(t *testing.T) {
+	for _, name := range inventory.Profiles() {
+		t.Run(name, func(t *testing.T) {
+			_, data, _ := generateFor(t, name)
+			golden := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./cdi -update)", err)
+			}
+			if string(want) != string(data) {
+				t.Errorf("spec differs from %s (run go test ./cdi -update and review the diff)", golden)
+			}
+		})
+	}
+}
+
+// TestInjectEveryName reads each generated spec back with the CDI library
+// and injects every device it advertises into an OCI spec.
+func TestInjectEveryName(t *testing.T) {
+	for _, name := range inventory.Profiles() {
+		t.Run(name, func(t *testing.T) {
+			h, data, sum := generateFor(t, name)
+			dir := t.TempDir()
+			if err := WriteSpec(filepath.Join(dir, "nvidia.yaml"), data); err != nil {
+				t.Fatal(err)
+			}
+			cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if errs := cache.GetErrors(); len(errs) > 0 {
+				t.Fatalf("spec errors: %v", errs)
+			}
+			devices := cache.ListDevices()
+			if len(devices) != sum.Devices {
+				t.Fatalf("cache lists %d devices, summary says %d", len(devices), sum.Devices)
+			}
+			for _, d := range devices {
+				ocispec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
+				if unresolved, err := cache.InjectDevices(ocispec, d); err != nil {
+					t.Fatalf("inject %s: %v (unresolved %v)", d, err, unresolved)
+				}
+				if len(ocispec.Linux.Devices) < 2 || len(ocispec.Mounts) == 0 || ocispec.Hooks == nil || len(ocispec.Hooks.CreateContainer) != 1 {
+					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(ocispec.Linux.Devices), len(ocispec.Mounts), ocispec.Hooks)
+				}
+			}
+			// Every physical device is reachable by each of its names.
+			for _, d := range h.Devices() {
+				for _, n := range d.Names() {
+					if cache.GetDevice("nvidia.com/gpu="+n) == nil && cache.GetDevice("nvidia.com/gpu="+n+"::0") == nil {
+						t.Errorf("%s: no device %s", d, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestSummaryAndNames(t *testing.T) {
+	_, data, sum := generateFor(t, "dgx-a100")
+	// GPU 1 and the four 2g.10gb instances (three on GPU 5, one on GPU 7)
+	// are shared 3 ways.
+	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 15, Devices: 3*2 + 1*3*2 + 12*3 + 4*3*3 + 1}) {
+		t.Errorf("summary = %+v", sum)
+	}
+	s := string(data)
+	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "0"`, `name: "all"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("spec has no %q", want)
+		}
+	}
+	for _, absent := range []string{`name: "1"` + "\n", `name: "mig-7"` + "\n", `name: "4"` + "\n"} {
+		if strings.Contains(s, absent) {
+			t.Errorf("spec has %q: a shared or MIG-mode GPU is offered whole", absent)
+		}
+	}
+}
+
+func TestFormatFor(t *testing.T) {
+	for _, tc := range []struct{ format, output, want, err string }{
+		{"", "", "yaml", ""},
+		{"", "/var/run/cdi/nvidia.json", "json", ""},
+		{"yaml", "/x.json", "yaml", ""},
+		{"", "/x.txt", "", "neither .yaml nor .json"},
+		{"toml", "", "", "not known"},
+	} {
+		got, err := FormatFor(tc.format, tc.output)
+		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("FormatFor(%q, %q) = %q, %v", tc.format, tc.output, got, err)
+		}
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	p, _ := inventory.LoadProfile("l40s")
+	h, _ := p.Host()
+	spec, _, err := New(WithKind("nvidia.com", "gpu")).Generate(h, driver.Standard(p.DriverVersion, 510, 511))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Devices = append(spec.Devices, spec.Devices[0])
+	if err := Validate(spec); err == nil || !strings.Contains(err.Error(), `device "0" appears twice`) {
+		t.Errorf("duplicate: %v", err)
+	}
+	if _, _, err := New(WithKind("bad vendor!", "gpu")).Generate(h, driver.Standard(p.DriverVersion, 510, 511)); err == nil {
+		t.Error("bad vendor accepted")
+	}
+	empty := &inventory.Host{DriverVersion: "1"}
+	if _, _, err := New().Generate(empty, driver.Standard("1", 510, 511)); err == nil || !strings.Contains(err.Error(), "no NVIDIA GPUs") {
+		t.Errorf("empty host: %v", err)
+	}
+}
+
+// TestYAMLRoundTrip parses the fast writer's YAML with the CDI library's
+// own parser and compares it with the spec it came from, and with the
+// reflective encoder's output read back the same way.
+func TestYAMLRoundTrip(t *testing.T) {
+	for _, name := range inventory.Profiles() {
+		t.Run(name, func(t *testing.T) {
+			_, data, _ := generateFor(t, name)
+			fast, err := cdiapi.ParseSpec(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sb strings.Builder
+			enc := yaml.NewEncoder(&sb)
+			if err := enc.Encode(fast); err != nil {
+				t.Fatal(err)
+			}
+			slow, err := cdiapi.ParseSpec([]byte(sb.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Error("the fast YAML reads back differently from yaml.v3's")
+			}
+			if err := Validate(fast); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Strings YAML would otherwise read as something else stay strings.
+	spec := &specs.Spec{Version: "0.5.0", Kind: "nvidia.com/gpu", Devices: []specs.Device{
+		{Name: "0:1", ContainerEdits: specs.ContainerEdits{Env: []string{"A=yes", "B=\"q\"\n#x", "no", "1e3", "~"}}},
+	}}
+	w := yamlWriter{}
+	got, err := cdiapi.ParseSpec(w.spec(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Devices, spec.Devices) {
+		t.Errorf("read back %+v", got.Devices)
+	}
+}

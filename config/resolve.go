@@ -1,0 +1,71 @@
+package config
+
+import (
+	"fmt"
+
+	"github.com/gpuctk/gpuctk/inventory"
+)
+
+// Shared is a device offered as replicas, with the entry that shares it.
+type Shared struct {
+	inventory.Device
+	*Sharing
+	// Entry is the 1-based position of the [[sharing]] entry in the file.
+	Entry int
+}
+
+// ThreadPercentage returns the MPS active thread percentage of each
+// replica: the configured one, or 100/replicas.
+func (s Shared) ThreadPercentage() int {
+	if s.ActiveThreadPercentage > 0 {
+		return s.ActiveThreadPercentage
+	}
+	return max(1, 100/s.Replicas)
+}
+
+// MemoryLimitMiB returns the MPS pinned device memory limit of each
+// replica in MiB: the configured one, or device memory / replicas.
+func (s Shared) MemoryLimitMiB() uint64 {
+	if s.PinnedMemoryLimit > 0 {
+		return s.PinnedMemoryLimit.MiB()
+	}
+	return s.Device.MemoryMiB() / uint64(s.Replicas)
+}
+
+// Resolve matches the [[sharing]] entries against a host's devices and
+// returns the shared devices in the host's device order. A selector that
+// matches nothing and two entries claiming one device are errors naming
+// the file and the entries.
+func (c *Config) Resolve(host *inventory.Host) ([]Shared, error) {
+	owner := map[string]int{} // device UUID -> entry index
+	for i := range c.Sharing {
+		s := &c.Sharing[i]
+		for _, sel := range s.Devices {
+			devs, err := host.Select(sel)
+			if err != nil {
+				return nil, c.entryError(i, err)
+			}
+			for _, d := range devs {
+				if j, ok := owner[d.UUID()]; ok && j != i {
+					return nil, c.entryError(i, fmt.Errorf("%s is already shared by entry %d: a device may be claimed by one entry only", d, j+1))
+				}
+				owner[d.UUID()] = i
+			}
+		}
+	}
+	var out []Shared
+	for _, d := range host.Devices() {
+		if i, ok := owner[d.UUID()]; ok {
+			out = append(out, Shared{Device: d, Sharing: &c.Sharing[i], Entry: i + 1})
+		}
+	}
+	return out, nil
+}
+
+func (c *Config) entryError(i int, err error) error {
+	where := "config"
+	if c.Path != "" {
+		where = "config " + c.Path
+	}
+	return fmt.Errorf("%s: [[sharing]] entry %d: %w", where, i+1, err)
+}

@@ -1,0 +1,293 @@
+package driver
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/ldcache"
+)
+
+// Root is a folder that host paths are looked up under.
+type Root string
+
+// Join returns the host path of p, an absolute path under the root.
+func (r Root) Join(p string) string { return filepath.Join(string(r), p) }
+
+// libDirs are searched, in order, when the root's linker cache does not
+// name a library.
+var libDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib", "/usr/local/nvidia/lib64"}
+
+var binDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}
+
+// Discover finds the files of the driver of the given version installed
+// under driverRoot, with device nodes and /proc under devRoot.
+func Discover(driverRoot, devRoot, version string) (*Files, error) {
+	dr, dv := Root(driverRoot), Root(devRoot)
+	if err := isDir(driverRoot, "driver root"); err != nil {
+		return nil, err
+	}
+	if err := isDir(devRoot, "dev root"); err != nil {
+		return nil, err
+	}
+	nodes := &hostNodes{root: dv}
+	f := &Files{Version: version, nodes: nodes}
+	for _, p := range []string{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"} {
+		n, err := nodes.node(p)
+		if errors.Is(err, fs.ErrNotExist) && p != "/dev/nvidiactl" {
+			continue // created on first use by nvidia-modprobe; absent is fine
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: is the NVIDIA driver loaded? (use --dev-root if /dev is elsewhere)", err)
+		}
+		f.ControlNodes = append(f.ControlNodes, n)
+	}
+	if err := f.findLibraries(dr); err != nil {
+		return nil, err
+	}
+	for _, b := range binaries {
+		for _, d := range binDirs {
+			p := path.Join(d, b)
+			if isRegular(dr.Join(p)) {
+				f.Mounts = append(f.Mounts, &specs.Mount{HostPath: dr.Join(p), ContainerPath: p, Options: fileOptions})
+				break
+			}
+		}
+	}
+	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {
+		fws, _ := filepath.Glob(dr.Join(path.Join(d, version, "gsp*.bin")))
+		if len(fws) == 0 {
+			continue
+		}
+		for _, fw := range fws {
+			p := path.Join(d, version, filepath.Base(fw))
+			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: fileOptions})
+		}
+		break
+	}
+	for _, s := range sockets {
+		if st, err := os.Lstat(dr.Join(s)); err == nil && st.Mode().Type() == fs.ModeSocket {
+			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: dr.Join(s), ContainerPath: s, Options: socketOptions})
+		}
+	}
+	return f, nil
+}
+
+// findLibraries looks up each driver library first in the root's linker
+// cache, then in the usual library folders, and takes the file whose name
+// carries the driver version.
+func (f *Files) findLibraries(r Root) error {
+	dirs, err := cacheDirs(r)
+	if err != nil {
+		return err
+	}
+	for _, l := range libraries {
+		file := l.base + ".so." + f.Version
+		found := ""
+		for _, d := range append(dirs[l.base], libDirs...) {
+			if isRegular(r.Join(path.Join(d, file))) {
+				found = path.Join(d, file)
+				break
+			}
+		}
+		if found == "" {
+			if l.required {
+				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", file, r, strings.Join(libDirs, ", "), f.Version)
+			}
+			continue
+		}
+		soname, err := readSONAME(r.Join(found))
+		if err != nil {
+			return err
+		}
+		f.addLibrary(l, r.Join(found), found, soname)
+	}
+	return nil
+}
+
+// cacheDirs returns, for each library base name, the folders the root's
+// /etc/ld.so.cache lists it in. A missing cache is no error; one that
+// cannot be read or parsed is.
+func cacheDirs(r Root) (map[string][]string, error) {
+	p := r.Join("/etc/ld.so.cache")
+	data, err := os.ReadFile(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("linker cache: %w", err)
+	}
+	c, err := ldcache.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("linker cache %s: %w (run ldconfig under the driver root to rebuild it)", p, err)
+	}
+	out := map[string][]string{}
+	for _, e := range c.Entries {
+		base, _, ok := strings.Cut(e.Key, ".so")
+		if !ok || !path.IsAbs(e.Value) {
+			continue
+		}
+		out[base] = append(out[base], path.Dir(e.Value))
+	}
+	return out, nil
+}
+
+// readSONAME returns the DT_SONAME of a shared object.
+func readSONAME(p string) (string, error) {
+	ef, err := elf.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("driver library %s: %w", p, err)
+	}
+	defer ef.Close()
+	names, err := ef.DynString(elf.DT_SONAME)
+	if err != nil {
+		return "", fmt.Errorf("driver library %s: %w", p, err)
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	return names[0], nil
+}
+
+// hostNodes finds device nodes by stat under a dev root.
+type hostNodes struct {
+	root Root
+
+	once      sync.Once
+	migMinors map[string]int
+	migErr    error
+}
+
+func (h *hostNodes) node(p string) (*specs.DeviceNode, error) {
+	var st unix.Stat_t
+	hp := h.root.Join(p)
+	if err := unix.Stat(hp, &st); err != nil {
+		return nil, fmt.Errorf("device node %s: %w", hp, err)
+	}
+	n := &specs.DeviceNode{Path: p, Major: int64(unix.Major(st.Rdev)), Minor: int64(unix.Minor(st.Rdev))}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR:
+		n.Type = "c"
+	case unix.S_IFBLK:
+		n.Type = "b"
+	default:
+		return nil, fmt.Errorf("device node %s is not a device (recreate it with mknod or nvidia-modprobe)", hp)
+	}
+	if h.root != "/" {
+		n.HostPath = hp
+	}
+	return n, nil
+}
+
+// capMinor reads MIG capability minors from /proc/driver/nvidia-caps/mig-minors,
+// falling back to the per-instance capability files the driver exposes.
+func (h *hostNodes) capMinor(gpuMinor, gi, ci int) (int, error) {
+	key := fmt.Sprintf("gpu%d/gi%d/access", gpuMinor, gi)
+	if ci >= 0 {
+		key = fmt.Sprintf("gpu%d/gi%d/ci%d/access", gpuMinor, gi, ci)
+	}
+	h.once.Do(func() {
+		p := h.root.Join("/proc/driver/nvidia-caps/mig-minors")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			h.migErr = err
+			return
+		}
+		h.migMinors, h.migErr = ParseMIGMinors(data)
+		if h.migErr != nil {
+			h.migErr = fmt.Errorf("%s: %w", p, h.migErr)
+		}
+	})
+	if h.migErr == nil {
+		if m, ok := h.migMinors[key]; ok {
+			return m, nil
+		}
+	} else if !errors.Is(h.migErr, fs.ErrNotExist) {
+		return 0, h.migErr
+	}
+	rel := fmt.Sprintf("gpu%d/mig/gi%d/access", gpuMinor, gi)
+	if ci >= 0 {
+		rel = fmt.Sprintf("gpu%d/mig/gi%d/ci%d/access", gpuMinor, gi, ci)
+	}
+	capFile := h.root.Join("/proc/driver/nvidia/capabilities/" + rel)
+	data, err := os.ReadFile(capFile)
+	if err != nil {
+		return 0, fmt.Errorf("MIG capability %s: not in mig-minors and %w", key, err)
+	}
+	m, err := ParseCapability(data)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", capFile, err)
+	}
+	return m, nil
+}
+
+// ParseMIGMinors parses /proc/driver/nvidia-caps/mig-minors: lines of
+// "NAME MINOR", e.g. "gpu0/gi1/ci0/access 13".
+func ParseMIGMinors(data []byte) (map[string]int, error) {
+	out := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for line := 1; sc.Scan(); line++ {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if len(fields) != 2 {
+			return nil, fmt.Errorf("line %d: want \"NAME MINOR\", got %q", line, sc.Text())
+		}
+		m, err := strconv.Atoi(fields[1])
+		if err != nil || m < 0 || m > 1<<20 {
+			return nil, fmt.Errorf("line %d: minor %q is not a device minor", line, fields[1])
+		}
+		out[fields[0]] = m
+	}
+	return out, sc.Err()
+}
+
+// ParseCapability reads the minor from a capability file such as
+// /proc/driver/nvidia/capabilities/gpu0/mig/gi1/access.
+func ParseCapability(data []byte) (int, error) {
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "DeviceFileMinor" {
+			m, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || m < 0 || m > 1<<20 {
+				return 0, fmt.Errorf("DeviceFileMinor %q is not a device minor", strings.TrimSpace(v))
+			}
+			return m, nil
+		}
+	}
+	return 0, errors.New("no DeviceFileMinor line")
+}
+
+func isDir(p, what string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, p, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s %s is not a folder", what, p)
+	}
+	return nil
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func isRegular(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode().IsRegular()
+}

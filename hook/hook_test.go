@@ -1,0 +1,138 @@
+package hook
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/internal/fakehost"
+)
+
+const libDir = "/usr/lib/x86_64-linux-gnu"
+
+// bundle makes an OCI bundle whose root holds libcuda.so.<ver>, as the
+// spec's mount would, and returns the bundle and root paths.
+func bundle(t *testing.T) (string, string) {
+	t.Helper()
+	b := t.TempDir()
+	root := filepath.Join(b, "rootfs")
+	if err := os.MkdirAll(filepath.Join(root, libDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	obj, err := fakehost.SharedObject("libcuda.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(obj)
+	os.WriteFile(filepath.Join(root, libDir, "libcuda.so.580.65.06"), data, 0o755)
+	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]any{"path": "rootfs"}})
+	os.WriteFile(filepath.Join(b, "config.json"), cfg, 0o644)
+	return b, root
+}
+
+func runHook(t *testing.T, bundleDir string, args ...string) (int, string) {
+	t.Helper()
+	st, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": bundleDir})
+	var stderr bytes.Buffer
+	code := Main(args, bytes.NewReader(st), &stderr)
+	return code, stderr.String()
+}
+
+var setupArgs = []string{"setup",
+	"--link", "libcuda.so.580.65.06::" + libDir + "/libcuda.so.1",
+	"--link", "libcuda.so.1::" + libDir + "/libcuda.so",
+	"--folder", libDir}
+
+func TestSetup(t *testing.T) {
+	b, root := bundle(t)
+	if code, stderr := runHook(t, b, setupArgs...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for link, want := range map[string]string{"libcuda.so.1": "libcuda.so.580.65.06", "libcuda.so": "libcuda.so.1"} {
+		got, err := os.Readlink(filepath.Join(root, libDir, link))
+		if err != nil || got != want {
+			t.Errorf("%s -> %q, %v; want %q", link, got, err, want)
+		}
+	}
+	out, err := exec.Command("ldconfig", "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+		t.Fatalf("ldconfig -p: %v\n%s", err, out)
+	}
+	// Running again (a restarted container) changes nothing and succeeds.
+	if code, stderr := runHook(t, b, setupArgs...); code != 0 {
+		t.Fatalf("second run: exit %d: %s", code, stderr)
+	}
+}
+
+func TestSetupHostileRoot(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		plant   func(root string)
+		wantErr bool
+	}{
+		// The library folder is a link out of the root: the links must not
+		// land outside.
+		{"lib folder links outside", func(root string) {
+			os.RemoveAll(filepath.Join(root, libDir))
+			os.Symlink(outside, filepath.Join(root, libDir))
+		}, true},
+		// The image's libcuda.so.1 is a link to a host file: it is replaced,
+		// the host file is untouched.
+		{"link points outside", func(root string) {
+			os.Symlink(filepath.Join(outside, "victim"), filepath.Join(root, libDir, "libcuda.so.1"))
+		}, false},
+		// /etc links outside: the cache must not be written there.
+		{"etc links outside", func(root string) {
+			os.Symlink(outside, filepath.Join(root, "etc"))
+		}, true},
+		{"etc links to /proc/self/root", func(root string) {
+			os.Symlink("/proc/self/root/tmp", filepath.Join(root, "etc"))
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.WriteFile(filepath.Join(outside, "victim"), []byte("host file"), 0o644)
+			b, root := bundle(t)
+			tc.plant(root)
+			code, stderr := runHook(t, b, setupArgs...)
+			if (code != 0) != tc.wantErr {
+				t.Errorf("exit %d, stderr %q; want failure %v", code, stderr, tc.wantErr)
+			}
+			if code != 0 && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+				t.Errorf("error is more than one line: %q", stderr)
+			}
+			entries, _ := os.ReadDir(outside)
+			if len(entries) != 1 {
+				t.Errorf("files appeared outside the root: %v", entries)
+			}
+			if b, _ := os.ReadFile(filepath.Join(outside, "victim")); string(b) != "host file" {
+				t.Errorf("host file changed: %q", b)
+			}
+		})
+	}
+}
+
+func TestMainEdges(t *testing.T) {
+	b, _ := bundle(t)
+	if code, stderr := runHook(t, b, "frobnicate", "--x", "1"); code != 0 || !strings.Contains(stderr, `unknown subcommand "frobnicate" ignored`) {
+		t.Errorf("unknown subcommand: exit %d, %q", code, stderr)
+	}
+	if code, stderr := runHook(t, b, "setup", "--colour", "red", "--folder", libDir); code != 0 || !strings.Contains(stderr, "unknown flag --colour ignored") {
+		t.Errorf("unknown flag: exit %d, %q", code, stderr)
+	}
+	if code, stderr := runHook(t, b, "setup", "--link", "nolink"); code == 0 || !strings.Contains(stderr, "want TARGET::/ABSOLUTE/LINK") {
+		t.Errorf("bad link: exit %d, %q", code, stderr)
+	}
+	var stderr bytes.Buffer
+	if code := Main([]string{"setup", "--folder", libDir}, strings.NewReader("{not json"), &stderr); code == 0 || !strings.Contains(stderr.String(), "OCI state on stdin") {
+		t.Errorf("bad state: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := Main([]string{"setup", "--folder", libDir}, strings.NewReader(`{"bundle":"/nonexistent"}`), &stderr); code == 0 || !strings.Contains(stderr.String(), "bundle") {
+		t.Errorf("missing bundle: exit %d, %q", code, stderr.String())
+	}
+}

@@ -1,0 +1,144 @@
+// Package fakehost builds fake driver roots for tests: the files a host
+// with the NVIDIA driver has, for a simulated host profile, in a temporary
+// folder. Device nodes are real character devices (mknod, so tests need
+// root) with the majors and minors a real driver uses; libraries are real
+// ELF shared objects with the driver's SONAMEs, built with gcc; the linker
+// cache is written by the real ldconfig.
+package fakehost
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/inventory"
+)
+
+// LibDir is where the fake root installs the driver's libraries.
+const LibDir = "/usr/lib/x86_64-linux-gnu"
+
+// Libraries are the driver libraries a fake root holds, by SONAME; the
+// file of each is <base>.so.<driver version>.
+var Libraries = map[string]string{
+	"libcuda":                  "libcuda.so.1",
+	"libnvidia-ml":             "libnvidia-ml.so.1",
+	"libnvidia-ptxjitcompiler": "libnvidia-ptxjitcompiler.so.1",
+	"libnvidia-nvvm":           "libnvidia-nvvm.so.4",
+}
+
+// Binaries are the driver programs a fake root holds.
+var Binaries = []string{"nvidia-smi", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"}
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{} // soname -> built object
+	objDir  string
+)
+
+// SharedObject returns the path of an ELF shared object with the given
+// SONAME, built once per process with gcc.
+func SharedObject(soname string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[soname]; ok {
+		return p, nil
+	}
+	if objDir == "" {
+		d, err := os.MkdirTemp("", "fakehost-so-")
+		if err != nil {
+			return "", err
+		}
+		objDir = d
+	}
+	src := filepath.Join(objDir, "empty.c")
+	if err := os.WriteFile(src, []byte("int gpuctk_fake_symbol(void) { return 42; }\n"), 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(objDir, soname)
+	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,"+soname, "-o", out, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc (needed to build fake driver libraries): %v: %s", err, b)
+	}
+	built[soname] = out
+	return out, nil
+}
+
+// Build fills root with the driver files and device nodes of the host a
+// profile describes: control nodes, /dev/nvidiaN per GPU, MIG capability
+// nodes and /proc/driver/nvidia-caps/mig-minors, the libraries with their
+// SONAME links and an /etc/ld.so.cache from ldconfig, the binaries and the
+// GSP firmware.
+func Build(root string, p *inventory.Profile) error {
+	nv := func(minor int) int { return int(unix.Mkdev(195, uint32(minor))) }
+	nodes := map[string]int{
+		"/dev/nvidiactl":        nv(255),
+		"/dev/nvidia-modeset":   nv(254),
+		"/dev/nvidia-uvm":       int(unix.Mkdev(uint32(p.UVMMajor), 0)),
+		"/dev/nvidia-uvm-tools": int(unix.Mkdev(uint32(p.UVMMajor), 1)),
+	}
+	migMinors := "config 1\nmonitor 2\n"
+	for _, g := range p.GPUs {
+		nodes[fmt.Sprintf("/dev/nvidia%d", g.Minor)] = nv(g.Minor)
+		for _, m := range g.MIG {
+			gi := 3 + g.Minor*135 + m.GI*9
+			ci := gi + 1 + m.CI
+			migMinors += fmt.Sprintf("gpu%d/gi%d/access %d\ngpu%d/gi%d/ci%d/access %d\n", g.Minor, m.GI, gi, g.Minor, m.GI, m.CI, ci)
+			for _, minor := range []int{gi, ci} {
+				nodes[fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor)] = int(unix.Mkdev(uint32(p.CapsMajor), uint32(minor)))
+			}
+		}
+	}
+	for path, dev := range nodes {
+		hp := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+			return err
+		}
+		os.Remove(hp)
+		if err := unix.Mknod(hp, unix.S_IFCHR|0o666, dev); err != nil {
+			return fmt.Errorf("mknod %s (tests need root): %w", hp, err)
+		}
+	}
+	files := map[string]string{
+		"/proc/driver/nvidia-caps/mig-minors":                        migMinors,
+		"/etc/ld.so.conf":                                            "include /etc/ld.so.conf.d/*.conf\n",
+		"/etc/ld.so.conf.d/x86_64-linux-gnu.conf":                    LibDir + "\n",
+		"/lib/firmware/nvidia/" + p.DriverVersion + "/gsp_ga10x.bin": "firmware",
+	}
+	for _, b := range Binaries {
+		files["/usr/bin/"+b] = "#!/bin/sh\necho " + b + "\n"
+	}
+	for path, content := range files {
+		hp := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(hp, []byte(content), 0o755); err != nil {
+			return err
+		}
+	}
+	for base, soname := range Libraries {
+		obj, err := SharedObject(soname)
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(obj)
+		if err != nil {
+			return err
+		}
+		dst := filepath.Join(root, LibDir, base+".so."+p.DriverVersion)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			return err
+		}
+	}
+	// ldconfig makes the SONAME links and the cache, as on a real host.
+	if b, err := exec.Command("ldconfig", "-r", root).CombinedOutput(); err != nil {
+		return fmt.Errorf("ldconfig -r %s: %v: %s", root, err, b)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+package inventory
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestDevicesAndSelect(t *testing.T) {
+	p, err := LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := p.Host()
+	devs := h.Devices()
+	// GPUs 0-3 whole, then 7+3+2+4 MIG devices.
+	if len(devs) != 4+16 {
+		t.Fatalf("%d devices", len(devs))
+	}
+	if got := devs[4].Names(); got[0] != "mig-0" || got[1] != "4:0" || !strings.HasPrefix(got[2], "MIG-") {
+		t.Errorf("first MIG device names = %v", got)
+	}
+	if got := devs[19].Names(); got[0] != "mig-15" || got[1] != "7:3" {
+		t.Errorf("last MIG device names = %v", got)
+	}
+
+	names := func(ds []Device) []string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.Name())
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		sel  string
+		want []string
+		err  string
+	}{
+		{sel: "0", want: []string{"0"}},
+		{sel: h.GPUs[2].UUID, want: []string{"2"}},
+		{sel: "mig-3", want: []string{"mig-3"}},
+		{sel: "5:1", want: []string{"mig-8"}},
+		{sel: h.GPUs[6].MIG[1].UUID, want: []string{"mig-11"}},
+		{sel: "3g.20gb", want: []string{"mig-10", "mig-11", "mig-12"}},
+		{sel: "all", want: names(devs)},
+		{sel: "4", err: "GPU 4, which is in MIG mode"},
+		{sel: "9", err: `selector "9" matches no device`},
+		{sel: "7g.40gb", err: "matches no device"},
+	} {
+		got, err := h.Select(tc.sel)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("Select(%q) err = %v, want %q", tc.sel, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(names(got), tc.want) {
+			t.Errorf("Select(%q) = %v, %v; want %v", tc.sel, names(got), err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,211 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// NVML reads the host from the driver's management library
+// (libnvidia-ml.so.1). It is the Source used on real hosts.
+type NVML struct {
+	lib nvml.Interface
+	// path names the library in errors; empty when unknown.
+	path string
+}
+
+// NewNVML returns a Source that queries lib. Production code passes
+// nvml.New(nvml.WithLibraryPath(path)) (see OpenNVML); tests pass go-nvml's
+// mocks.
+func NewNVML(lib nvml.Interface) *NVML {
+	return &NVML{lib: lib}
+}
+
+// OpenNVML returns the Source for the libnvidia-ml.so.1 at libPath, the one
+// driver discovery found under the driver root. The library is loaded by
+// Host, not here.
+func OpenNVML(libPath string) (*NVML, error) {
+	if _, err := os.Stat(libPath); err != nil {
+		return nil, fmt.Errorf("NVML library: %w: is the NVIDIA driver installed? use --driver-root or --simulate", err)
+	}
+	return &NVML{lib: nvml.New(nvml.WithLibraryPath(libPath)), path: libPath}, nil
+}
+
+// Host initialises NVML, reads every GPU and MIG device, and shuts NVML
+// down again.
+func (n *NVML) Host() (*Host, error) {
+	if ret := n.lib.Init(); ret != nvml.SUCCESS {
+		lib := "NVML"
+		if n.path != "" {
+			lib = "NVML (" + n.path + ")"
+		}
+		return nil, fmt.Errorf("cannot load or initialise %s: %w: is the NVIDIA driver installed? use --driver-root or --simulate", lib, ret)
+	}
+	// The host has been read by the time Shutdown runs; a failure to
+	// release the library changes nothing for the caller.
+	defer n.lib.Shutdown()
+
+	h := &Host{}
+	var ret nvml.Return
+	if h.DriverVersion, ret = n.lib.SystemGetDriverVersion(); ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: driver version: %w", ret)
+	}
+	cuda, ret := n.lib.SystemGetCudaDriverVersion()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: CUDA driver version: %w", ret)
+	}
+	// NVML encodes CUDA 12.4 as 12040.
+	h.CUDAVersion = fmt.Sprintf("%d.%d", cuda/1000, cuda%1000/10)
+	count, ret := n.lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: GPU count: %w", ret)
+	}
+	for i := range count {
+		dev, ret := n.lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML: GPU %d: handle: %w", i, ret)
+		}
+		g, err := readGPU(dev)
+		if err != nil {
+			return nil, fmt.Errorf("NVML: GPU %d: %w", i, err)
+		}
+		h.GPUs = append(h.GPUs, *g)
+	}
+	h.Sort()
+	if err := h.Validate(); err != nil {
+		return nil, fmt.Errorf("NVML: %w", err)
+	}
+	return h, nil
+}
+
+// field names the value a failed NVML call was reading.
+func field(name string, ret nvml.Return) error {
+	if ret == nvml.SUCCESS {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", name, ret)
+}
+
+func readGPU(dev nvml.Device) (*GPU, error) {
+	var g GPU
+	var ret nvml.Return
+	if g.Index, ret = dev.GetIndex(); ret != nvml.SUCCESS {
+		return nil, field("index", ret)
+	}
+	if g.Minor, ret = dev.GetMinorNumber(); ret != nvml.SUCCESS {
+		return nil, field("minor number", ret)
+	}
+	if g.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return nil, field("uuid", ret)
+	}
+	if g.Name, ret = dev.GetName(); ret != nvml.SUCCESS {
+		return nil, field("name", ret)
+	}
+	pci, ret := dev.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return nil, field("PCI info", ret)
+	}
+	g.PCIBusID = cString(pci.BusId[:])
+	mem, ret := dev.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return nil, field("memory info", ret)
+	}
+	g.MemoryMiB = mem.Total / mib
+	major, minor, ret := dev.GetCudaComputeCapability()
+	if ret != nvml.SUCCESS {
+		return nil, field("compute capability", ret)
+	}
+	g.ComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+
+	mode, _, ret := dev.GetMigMode()
+	switch {
+	case errors.Is(ret, nvml.ERROR_NOT_SUPPORTED):
+		// A GPU without MIG support.
+	case ret != nvml.SUCCESS:
+		return nil, field("MIG mode", ret)
+	default:
+		g.MIGEnabled = mode == nvml.DEVICE_MIG_ENABLE
+	}
+	if !g.MIGEnabled {
+		return &g, nil
+	}
+	slots, ret := dev.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, field("MIG device count", ret)
+	}
+	for slot := range slots {
+		mig, ret := dev.GetMigDeviceHandleByIndex(slot)
+		if errors.Is(ret, nvml.ERROR_NOT_FOUND) {
+			continue // no MIG device in this slot
+		}
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("MIG device %d: handle: %w", slot, ret)
+		}
+		m, err := readMIG(mig, slot, mem.Total)
+		if err != nil {
+			return nil, fmt.Errorf("MIG device %d: %w", slot, err)
+		}
+		g.MIG = append(g.MIG, *m)
+	}
+	return &g, nil
+}
+
+const mib = 1 << 20
+
+func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*MIGDevice, error) {
+	m := MIGDevice{Index: slot}
+	var ret nvml.Return
+	if m.GI, ret = dev.GetGpuInstanceId(); ret != nvml.SUCCESS {
+		return nil, field("GPU instance id", ret)
+	}
+	if m.CI, ret = dev.GetComputeInstanceId(); ret != nvml.SUCCESS {
+		return nil, field("compute instance id", ret)
+	}
+	if m.UUID, ret = dev.GetUUID(); ret != nvml.SUCCESS {
+		return nil, field("uuid", ret)
+	}
+	attr, ret := dev.GetAttributes()
+	if ret != nvml.SUCCESS {
+		return nil, field("attributes", ret)
+	}
+	m.MemoryMiB = attr.MemorySizeMB
+	m.SMCount = int(attr.MultiprocessorCount)
+	m.Profile = migProfile(attr, parentMemory)
+	return &m, nil
+}
+
+// migProfile names a MIG device the way nvidia-smi and NVIDIA's Kubernetes
+// components do: "<g>g.<gb>gb", or "<c>c.<g>g.<gb>gb" when the compute
+// instance holds fewer slices than its GPU instance. The memory is the
+// instance's share of the GPU rounded up to eighths, times the GPU's memory
+// in whole GB: a 1g instance of an 80 GB H100 has 9856 MiB yet is a
+// "1g.10gb".
+func migProfile(attr nvml.DeviceAttributes, parentMemory uint64) string {
+	g, c := attr.GpuInstanceSliceCount, attr.ComputeInstanceSliceCount
+	gb := uint64(0)
+	if parentMemory > 0 {
+		share := float64(attr.MemorySizeMB*mib) / float64(parentMemory)
+		share = math.Ceil(share*8) / 8
+		gpuGB := float64((parentMemory + 1<<30 - 1) >> 30)
+		gb = uint64(math.Round(share * gpuGB))
+	}
+	if c == g {
+		return fmt.Sprintf("%dg.%dgb", g, gb)
+	}
+	return fmt.Sprintf("%dc.%dg.%dgb", c, g, gb)
+}
+
+// cString returns the NUL-terminated string at the start of b.
+func cString(b []int8) string {
+	s := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		s = append(s, byte(c))
+	}
+	return string(s)
+}

@@ -1,0 +1,269 @@
+package inventory
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// migSpec places one MIG device (a GPU instance with one compute instance)
+// in a MIG slot of a mock GPU.
+type migSpec struct{ slot, giProfile, ciProfile int }
+
+// dgx returns go-nvml's DGX A100 mock with fixed UUIDs and PCI bus ids (the
+// mock draws random UUIDs and leaves the bus id empty), and with MIG
+// enabled on the GPUs in mig, which get the MIG devices listed there.
+func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
+	t.Helper()
+	s := dgxa100.New()
+	for i, d := range s.Devices {
+		dev := d.(*dgxa100.Device)
+		dev.UUID = fmt.Sprintf("GPU-%08x-0000-0000-0000-%012x", i, i)
+		busID := fmt.Sprintf("00000000:%02X:00.0", 0x07+8*i)
+		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+			var p nvml.PciInfo
+			for j, c := range busID {
+				p.BusId[j] = int8(c)
+			}
+			return p, nvml.SUCCESS
+		}
+		if specs, ok := mig[i]; ok {
+			dev.MigMode = nvml.DEVICE_MIG_ENABLE
+			addMIG(t, dev, specs)
+		}
+	}
+	return s
+}
+
+// addMIG creates the GPU and compute instances with the mock's own profile
+// tables and supplies the MIG handle calls the DGX mock lacks, answering
+// what NVML answers for a MIG device: ids, UUID and attributes taken from
+// the instance profiles. Slots not in specs are empty (NOT_FOUND).
+func addMIG(t *testing.T, dev *dgxa100.Device, specs []migSpec) {
+	t.Helper()
+	handles := map[int]nvml.Device{}
+	for _, s := range specs {
+		giProf := dev.Config.MIGProfiles.GpuInstanceProfiles[s.giProfile]
+		gi, ret := dev.CreateGpuInstance(&giProf)
+		if ret != nvml.SUCCESS {
+			t.Fatalf("create GPU instance: %v", ret)
+		}
+		ciProf, ret := gi.GetComputeInstanceProfileInfo(s.ciProfile, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+		if ret != nvml.SUCCESS {
+			t.Fatalf("compute instance profile %d in GPU instance profile %d: %v", s.ciProfile, s.giProfile, ret)
+		}
+		ci, ret := gi.CreateComputeInstance(&ciProf)
+		if ret != nvml.SUCCESS {
+			t.Fatalf("create compute instance: %v", ret)
+		}
+		giInfo, _ := gi.GetInfo()
+		ciInfo, _ := ci.GetInfo()
+		uuid := fmt.Sprintf("MIG-%08x-%04x-0000-0000-%012x", dev.Index, s.slot, giInfo.Id)
+		handles[s.slot] = &mock.Device{
+			GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return int(giInfo.Id), nvml.SUCCESS },
+			GetComputeInstanceIdFunc: func() (int, nvml.Return) { return int(ciInfo.Id), nvml.SUCCESS },
+			GetUUIDFunc:              func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+			GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
+				return nvml.DeviceAttributes{
+					MultiprocessorCount:       ciProf.MultiprocessorCount,
+					GpuInstanceSliceCount:     giProf.SliceCount,
+					ComputeInstanceSliceCount: ciProf.SliceCount,
+					MemorySizeMB:              giProf.MemorySizeMB,
+				}, nvml.SUCCESS
+			},
+		}
+	}
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	dev.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i < 0 || i >= 7 {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		if h, ok := handles[i]; ok {
+			return h, nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+}
+
+func TestNVMLHost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lib  func(t *testing.T) nvml.Interface
+	}{
+		{"dgx-a100", func(t *testing.T) nvml.Interface { return dgx(t, nil) }},
+		{"dgx-a100-mig", func(t *testing.T) nvml.Interface {
+			return dgx(t, map[int][]migSpec{
+				// Seven 1g.5gb instances.
+				2: {{0, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{2, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{3, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{4, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{5, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{6, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE}},
+				// Mixed sizes with empty slots between them, and a
+				// compute instance smaller than its GPU instance.
+				5: {{0, nvml.GPU_INSTANCE_PROFILE_3_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE},
+					{2, nvml.GPU_INSTANCE_PROFILE_2_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+					{5, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE}},
+				// MIG on, no instances yet.
+				6: nil,
+				7: {{0, nvml.GPU_INSTANCE_PROFILE_7_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE}},
+			})
+		}},
+		{"no-mig-support", func(t *testing.T) nvml.Interface {
+			s := dgx(t, nil)
+			for _, d := range s.Devices {
+				d.(*dgxa100.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+			}
+			return s
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := NewNVML(tc.lib(t)).Host()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(h, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			golden := filepath.Join("testdata", "nvml-"+tc.name+".json")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("host differs from %s (go test -update rewrites it):\n%s", golden, got)
+			}
+		})
+	}
+}
+
+func TestNVMLErrors(t *testing.T) {
+	fail := nvml.ERROR_UNKNOWN
+	for _, tc := range []struct {
+		name   string
+		mutate func(s *dgxa100.Server)
+		want   string
+		is     error
+	}{
+		{"init", func(s *dgxa100.Server) {
+			s.InitFunc = func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
+		}, "cannot load or initialise NVML: ERROR_LIBRARY_NOT_FOUND: is the NVIDIA driver installed? use --driver-root or --simulate", nvml.ERROR_LIBRARY_NOT_FOUND},
+		{"driver version", func(s *dgxa100.Server) {
+			s.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", fail }
+		}, "NVML: driver version: ERROR_UNKNOWN", fail},
+		{"cuda version", func(s *dgxa100.Server) {
+			s.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, fail }
+		}, "NVML: CUDA driver version: ERROR_UNKNOWN", fail},
+		{"count", func(s *dgxa100.Server) {
+			s.DeviceGetCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNINITIALIZED }
+		}, "NVML: GPU count: ERROR_UNINITIALIZED", nvml.ERROR_UNINITIALIZED},
+		{"handle", func(s *dgxa100.Server) {
+			s.DeviceGetHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, nvml.ERROR_GPU_IS_LOST }
+		}, "NVML: GPU 0: handle: ERROR_GPU_IS_LOST", nvml.ERROR_GPU_IS_LOST},
+		{"memory", func(s *dgxa100.Server) {
+			s.Devices[1].(*dgxa100.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, fail }
+		}, "NVML: GPU 1: memory info: ERROR_UNKNOWN", fail},
+		{"mig mode", func(s *dgxa100.Server) {
+			s.Devices[3].(*dgxa100.Device).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, fail }
+		}, "NVML: GPU 3: MIG mode: ERROR_UNKNOWN", fail},
+		{"mig count", func(s *dgxa100.Server) {
+			s.Devices[4].(*dgxa100.Device).GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NO_PERMISSION }
+		}, "NVML: GPU 4: MIG device count: ERROR_NO_PERMISSION", nvml.ERROR_NO_PERMISSION},
+		{"mig handle", func(s *dgxa100.Server) {
+			s.Devices[4].(*dgxa100.Device).GetMigDeviceHandleByIndexFunc = func(int) (nvml.Device, nvml.Return) { return nil, fail }
+		}, "NVML: GPU 4: MIG device 0: handle: ERROR_UNKNOWN", fail},
+		{"mig attributes", func(s *dgxa100.Server) {
+			d := s.Devices[4].(*dgxa100.Device)
+			h, _ := d.GetMigDeviceHandleByIndex(1)
+			h.(*mock.Device).GetAttributesFunc = func() (nvml.DeviceAttributes, nvml.Return) { return nvml.DeviceAttributes{}, nvml.ERROR_NOT_SUPPORTED }
+		}, "NVML: GPU 4: MIG device 1: attributes: ERROR_NOT_SUPPORTED", nvml.ERROR_NOT_SUPPORTED},
+		{"duplicate uuid", func(s *dgxa100.Server) {
+			s.Devices[2].(*dgxa100.Device).UUID = s.Devices[0].(*dgxa100.Device).UUID
+		}, "NVML: GPU 2: uuid GPU-00000000-0000-0000-0000-000000000000 used twice", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := dgx(t, map[int][]migSpec{4: {
+				{0, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+				{1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+			}})
+			tc.mutate(s)
+			h, err := NewNVML(s).Host()
+			if err == nil {
+				t.Fatalf("no error; host %+v", h)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got %q\nwant %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.is)
+			}
+		})
+	}
+}
+
+func TestOpenNVMLMissing(t *testing.T) {
+	_, err := OpenNVML(filepath.Join(t.TempDir(), "libnvidia-ml.so.1"))
+	if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "--driver-root or --simulate") {
+		t.Fatalf("err = %v, want the missing file and what to do", err)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("errors.Is(err, os.ErrNotExist) = false")
+	}
+}
+
+func TestMIGProfileName(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		g, c     uint32
+		memMiB   uint64
+		gpuBytes uint64
+		want     string
+	}{
+		// A100 40GB (40960 MiB): instance memory from the GI profiles.
+		{1, 1, 4864, 40 * gib, "1g.5gb"},
+		{1, 1, 9856, 40 * gib, "1g.10gb"},
+		{2, 2, 9856, 40 * gib, "2g.10gb"},
+		{3, 3, 19968, 40 * gib, "3g.20gb"},
+		{4, 4, 19968, 40 * gib, "4g.20gb"},
+		{7, 7, 40192, 40 * gib, "7g.40gb"},
+		{2, 1, 9856, 40 * gib, "1c.2g.10gb"},
+		{7, 3, 40192, 40 * gib, "3c.7g.40gb"},
+		// H100 80GB HBM3 reports 81559 MiB.
+		{1, 1, 9856, 81559 * mib, "1g.10gb"},
+		{1, 1, 19968, 81559 * mib, "1g.20gb"},
+		{3, 3, 40192, 81559 * mib, "3g.40gb"},
+		{7, 7, 80384, 81559 * mib, "7g.80gb"},
+		// H100 NVL 94GB reports 95830 MiB.
+		{1, 1, 11008, 95830 * mib, "1g.12gb"},
+		{7, 7, 95232, 95830 * mib, "7g.94gb"},
+	} {
+		attr := nvml.DeviceAttributes{GpuInstanceSliceCount: tc.g, ComputeInstanceSliceCount: tc.c, MemorySizeMB: tc.memMiB}
+		if got := migProfile(attr, tc.gpuBytes); got != tc.want {
+			t.Errorf("migProfile(%dg %dc %d MiB of %d MiB) = %s, want %s", tc.g, tc.c, tc.memMiB, tc.gpuBytes/mib, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGenerateBadInput runs the built gpuctk on broken hosts and configs:
+// each fails with one line naming the problem, exits non-zero, and leaves
+// an existing spec file as it was.
+func TestGenerateBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(t *testing.T) []string
+		want string
+	}{
+		{"driver root missing", func(t *testing.T) []string {
+			return []string{"--simulate", "dgx-a100", "--driver-root", "/nonexistent/driver"}
+		}, "driver root /nonexistent/driver: stat /nonexistent/driver: no such file or directory"},
+		{"empty host", func(t *testing.T) []string {
+			p := filepath.Join(t.TempDir(), "empty.toml")
+			os.WriteFile(p, []byte("driver-version = \"580.65.06\"\n"), 0o644)
+			return []string{"--simulate", p}
+		}, "no NVIDIA GPUs found on this host"},
+		{"unreadable ld.so.cache", func(t *testing.T) []string {
+			root, _ := fakeDriverRoot(t, "l40s")
+			os.WriteFile(filepath.Join(root, "etc/ld.so.cache"), []byte("glibc-ld.so.cache1.1\x00garbage"), 0o644)
+			return []string{"--simulate", "l40s", "--driver-root", root}
+		}, "/etc/ld.so.cache: not a glibc ld.so.cache"},
+		{"malformed config", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"0\"\n")}
+		}, "config "},
+		{"config rule", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 1\n")}
+		}, "[[sharing]] entry 1: \"replicas\" is 1: a shared device needs at least 2 replicas"},
+		{"selector matches nothing", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"mig-0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n")}
+		}, `[[sharing]] entry 1: selector "mig-0" matches no device on this host`},
+		{"two entries claim a device", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n[[sharing]]\ndevices = [\"1\"]\nstrategy = \"mps\"\nreplicas = 2\n")}
+		}, "[[sharing]] entry 2: GPU 1 is already shared by entry 1"},
+		{"config file missing", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", "/nonexistent/config.toml"}
+		}, "config /nonexistent/config.toml: open /nonexistent/config.toml: no such file or directory"},
+		{"unknown profile", func(t *testing.T) []string {
+			return []string{"--simulate", "a100-typo"}
+		}, `simulated host "a100-typo" is not known: use one of`},
+		{"bad format", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--format", "xml"}
+		}, `format "xml" is not known: use yaml or json`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+			os.WriteFile(spec, []byte("old spec\n"), 0o644)
+			args := append([]string{"cdi", "generate", "--output", spec}, tc.args(t)...)
+			out, err := exec.Command(bin("gpuctk"), args...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("generate succeeded:\n%s", out)
+			}
+			if l := lines(string(out)); len(l) != 1 || !strings.Contains(l[0], tc.want) {
+				t.Errorf("output %q, want one line containing %q", out, tc.want)
+			}
+			if b, _ := os.ReadFile(spec); string(b) != "old spec\n" {
+				t.Errorf("spec file changed: %q", b)
+			}
+			if entries, _ := os.ReadDir(filepath.Dir(spec)); len(entries) != 1 {
+				t.Errorf("left behind: %v", entries)
+			}
+		})
+	}
+}
+
+// TestGenerateMainJob is the README's main command: a spec for the
+// embedded DGX A100 on stdout and a summary on stderr.
+func TestGenerateMainJob(t *testing.T) {
+	cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", writeConfig(t, ""))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if !strings.HasPrefix(string(out), "---\ncdiVersion: \"0.5.0\"\nkind: \"nvidia.com/gpu\"\n") {
+		t.Errorf("spec starts %q", string(out[:60]))
+	}
+	if got := strings.TrimSpace(stderr.String()); got != "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 57 device names" {
+		t.Errorf("summary = %q", got)
+	}
+	// The written spec lists back through gpuctk cdi list.
+	dir := t.TempDir()
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", writeConfig(t, ""), "--output", filepath.Join(dir, "nvidia.json"))
+	list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
+	if l := lines(list); len(l) != 58 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
+		t.Errorf("cdi list:\n%s", list)
+	}
+}
