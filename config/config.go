@@ -17,10 +17,6 @@ import (
 // DefaultPath is where the configuration file lives on a host.
 const DefaultPath = "/etc/gpuctk/config.toml"
 
-// EnvPath names the environment variable that points the binaries at
-// another configuration file (tests, unusual installs).
-const EnvPath = "GPUCTK_CONFIG"
-
 // Sharing strategies.
 const (
 	TimeSlicing = "time-slicing"
@@ -129,15 +125,6 @@ func Load(path string, explicit bool) (*Config, error) {
 	}
 	c.Path = path
 	return c, nil
-}
-
-// LoadEnv reads the file named by $GPUCTK_CONFIG, which must exist, or
-// else DefaultPath, which may be missing.
-func LoadEnv() (*Config, error) {
-	if p := os.Getenv(EnvPath); p != "" {
-		return Load(p, true)
-	}
-	return Load(DefaultPath, false)
 }
 
 // Parse reads a configuration from TOML and checks it.

@@ -16,13 +16,12 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 )
 
 // Runtime is one invocation of gpuctk-runtime.
 type Runtime struct {
-	cfg  *config.Config
+	cfg  *Settings
 	exec func(path string, argv, env []string) error
 	env  []string
 }
@@ -30,8 +29,8 @@ type Runtime struct {
 // Option configures a Runtime.
 type Option func(*Runtime)
 
-// WithConfig sets the configuration (default: config.Default()).
-func WithConfig(c *config.Config) Option { return func(r *Runtime) { r.cfg = c } }
+// WithSettings sets the settings (default: DefaultSettings()).
+func WithSettings(s *Settings) Option { return func(r *Runtime) { r.cfg = s } }
 
 // WithExec replaces syscall.Exec, for tests: the function gets the real
 // runtime's path, its argv and its environment.
@@ -46,7 +45,7 @@ func New(opts ...Option) *Runtime {
 		o(r)
 	}
 	if r.cfg == nil {
-		r.cfg = config.Default()
+		r.cfg = DefaultSettings()
 	}
 	return r
 }
@@ -114,7 +113,7 @@ func (r *Runtime) realRuntime() (string, error) {
 		}
 		return p, nil
 	}
-	where := "[runtime] runtimes in " + config.DefaultPath
+	where := "[runtime] runtimes in " + ConfigPath
 	if r.cfg.Path != "" {
 		where = "[runtime] runtimes in " + r.cfg.Path
 	}

@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/gpuctk/gpuctk/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -57,11 +55,11 @@ func newFixture(t *testing.T, edit func(*specs.Spec)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := config.Default()
+	cfg := DefaultSettings()
 	cfg.CDI.SpecDirs = []string{cdiDir, filepath.Join(dir, "no-such-dir")}
 	cfg.Runtime.Runtimes = []string{filepath.Join(dir, "no-crun"), f.runc}
 	cfg.Runtime.LogFile = f.log
-	f.rt = New(WithConfig(cfg), WithExec(func(path string, argv, env []string) error {
+	f.rt = New(WithSettings(cfg), WithExec(func(path string, argv, env []string) error {
 		if path != f.runc {
 			t.Errorf("exec %s, want %s", path, f.runc)
 		}

@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/runtime"
 )
 
 func main() {
-	cfg, err := config.LoadEnv()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gpuctk-runtime:", err)
-		os.Exit(1)
+	s, err := runtime.LoadSettings()
+	if err == nil {
+		err = runtime.New(runtime.WithSettings(s)).Run(os.Args[1:])
 	}
-	if err := runtime.New(runtime.WithConfig(cfg)).Run(os.Args[1:]); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gpuctk-runtime:", err)
 		os.Exit(1)
 	}
