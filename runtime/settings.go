@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -89,7 +90,14 @@ func ParseSettings(data []byte) (*Settings, error) {
 		var derr *toml.DecodeError
 		if errors.As(err, &derr) {
 			row, col := derr.Position()
-			return nil, fmt.Errorf("line %d column %d: %s (gpuctk cdi generate --config checks the whole file)", row, col, derr.Error())
+			msg, rest, _ := strings.Cut(strings.TrimPrefix(derr.Error(), "toml: "), " into struct field")
+			if i := strings.LastIndex(rest, " of type "); i >= 0 {
+				msg += " into " + rest[i+len(" of type "):]
+			}
+			if key := derr.Key(); len(key) > 0 {
+				msg = strings.Join(key, ".") + ": " + msg
+			}
+			return nil, fmt.Errorf("line %d column %d: %s", row, col, msg)
 		}
 		return nil, err
 	}
