@@ -94,31 +94,42 @@ func (r *Runtime) fail(inv invocation, err error) {
 	log.Close()
 }
 
-// realRuntime finds the first configured runtime on PATH, skipping this
-// binary in case it was installed under one of those names.
+// systemDirs are searched after PATH: podman runs the runtime's delete
+// with no PATH at all.
+var systemDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// realRuntime finds the first configured runtime on PATH or in the system
+// folders, skipping this binary in case it was installed under one of
+// those names.
 func (r *Runtime) realRuntime() (string, error) {
 	var self os.FileInfo
+	if exe, err := os.Executable(); err == nil {
+		self, _ = os.Stat(exe)
+	}
 	for _, name := range r.cfg.Runtime.Runtimes {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			continue
-		}
-		if self == nil {
-			if exe, err := os.Executable(); err == nil {
-				self, _ = os.Stat(exe)
+		candidates := []string{name}
+		if !strings.Contains(name, "/") {
+			for _, d := range systemDirs {
+				candidates = append(candidates, filepath.Join(d, name))
 			}
 		}
-		if fi, err := os.Stat(p); err == nil && self != nil && os.SameFile(fi, self) {
-			continue
+		for _, c := range candidates {
+			p, err := exec.LookPath(c)
+			if err != nil {
+				continue
+			}
+			if fi, err := os.Stat(p); err == nil && self != nil && os.SameFile(fi, self) {
+				continue
+			}
+			return p, nil
 		}
-		return p, nil
 	}
-	where := "[runtime] runtimes in " + ConfigPath
+	where := ConfigPath
 	if r.cfg.Path != "" {
-		where = "[runtime] runtimes in " + r.cfg.Path
+		where = r.cfg.Path
 	}
-	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH (install runc or set %s)",
-		strings.Join(r.cfg.Runtime.Runtimes, ", "), where)
+	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH or in %s (install runc or set [runtime] runtimes in %s)",
+		strings.Join(r.cfg.Runtime.Runtimes, ", "), strings.Join(systemDirs, ":"), where)
 }
 
 // create edits the bundle's config.json when the container asks for

@@ -243,7 +243,7 @@ func TestCreateBadInput(t *testing.T) {
 				addEnv(f, "0")
 				f.rt.cfg.Runtime.Runtimes = []string{"gpuctk-test-no-runc", "gpuctk-test-no-crun"}
 			},
-			wantErr: "create ctr1: no low-level runtime found: none of gpuctk-test-no-runc, gpuctk-test-no-crun is on PATH (install runc or set [runtime] runtimes in /etc/gpuctk/config.toml)"},
+			wantErr: "create ctr1: no low-level runtime found: none of gpuctk-test-no-runc, gpuctk-test-no-crun is on PATH or in /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin (install runc or set [runtime] runtimes in /etc/gpuctk/config.toml)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

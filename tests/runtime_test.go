@@ -1,0 +1,227 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tool finds a program that mk/runtime.mk builds into .cache/tools, which
+// `make test` puts on PATH.
+func tool(t testing.TB, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(filepath.Dir(file)), ".cache", "tools", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s is not on PATH nor in .cache/tools: run make test (mk/runtime.mk builds it)", name)
+	}
+	return p
+}
+
+// runtimeHost is a simulated dgx-a100 whose GPU 0 is shared as two
+// replicas, its spec under a fresh vendor in /var/run/cdi, and a gpuctk
+// config that points gpuctk-runtime at it.
+type runtimeHost struct {
+	vendor, config, log string
+	rootfs              string
+}
+
+func newRuntimeHost(t *testing.T, sharing string) *runtimeHost {
+	t.Helper()
+	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
+	h := &runtimeHost{vendor: uniqueVendor(), log: filepath.Join(t.TempDir(), "gpuctk-runtime.log")}
+	h.config = writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n\n[runtime]\nlog-file = %q\n%s", h.vendor, h.log, sharing))
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
+		"--hook-path", bin("gpuctk-hook"), "--output", systemSpecPath(t, h.vendor), "--config", h.config)
+	h.rootfs = busyboxRoot(t, true)
+	return h
+}
+
+const shareGPU0 = "\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
+
+var (
+	ctlNodes  = []string{"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidiactl"}
+	mig0Nodes = append([]string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4"}, ctlNodes...)
+)
+
+// containerd is a private containerd on a temp root, state and socket.
+type containerd struct {
+	dir, config, sock string
+}
+
+// newContainerd writes a containerd 2.x main config (version 3, CRI off
+// unless cri) and has `gpuctk runtime configure` add the nvidia runtime.
+func newContainerd(t *testing.T, extra string) *containerd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gpuctk-containerd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	c := &containerd{dir: dir, config: filepath.Join(dir, "config.toml"), sock: filepath.Join(dir, "containerd.sock")}
+	main := fmt.Sprintf("version = 3\nroot = %q\nstate = %q\n%s\n[grpc]\n  address = %q\n",
+		filepath.Join(dir, "root"), filepath.Join(dir, "state"), extra, c.sock)
+	if err := os.WriteFile(c.config, []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, bin("gpuctk"), "runtime", "configure", "--runtime", "containerd", "--config", c.config,
+		"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime"))
+	return c
+}
+
+// start runs containerd with env added until the test ends.
+func (c *containerd) start(t *testing.T, env ...string) {
+	t.Helper()
+	tools := filepath.Dir(tool(t, "containerd-shim-runc-v2"))
+	cmd := exec.Command(tool(t, "containerd"), "-c", c.config)
+	cmd.Env = append(os.Environ(), append(env, "PATH="+tools+":"+os.Getenv("PATH"))...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("containerd's log:\n%s", out.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if exec.Command(tool(t, "ctr"), "-a", c.sock, "version").Run() == nil {
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("containerd exited:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containerd did not answer on %s:\n%s", c.sock, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ctrRun runs a container from rootfs through gpuctk-runtime as the runc
+// binary of the runc shim, as the runtime "nvidia" does.
+func (c *containerd) ctrRun(t *testing.T, rootfs string, flags []string, script string) (string, error) {
+	t.Helper()
+	id := fmt.Sprintf("gpuctk-%d", time.Now().UnixNano())
+	args := append([]string{"-a", c.sock, "run", "--rm", "--rootfs", rootfs, "--runc-binary", bin("gpuctk-runtime")}, flags...)
+	args = append(args, id, "/bin/sh", "-c", script)
+	out, err := exec.Command(tool(t, "ctr"), args...).CombinedOutput()
+	return dropWarnings(string(out)), err
+}
+
+// dropWarnings removes containerd's cgroup v1 deprecation warnings.
+func dropWarnings(s string) string {
+	var keep []string
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if !strings.Contains(l, "level=warning") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "")
+}
+
+func TestContainerdRuntime(t *testing.T) {
+	h := newRuntimeHost(t, shareGPU0)
+	c := newContainerd(t, `disabled_plugins = ["io.containerd.grpc.v1.cri"]`)
+
+	t.Run("config dump", func(t *testing.T) {
+		out := run(t, tool(t, "containerd"), "-c", c.config, "config", "dump")
+		for _, want := range []string{
+			"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]",
+			"runtime_type = 'io.containerd.runc.v2'",
+			"BinaryName = '" + bin("gpuctk-runtime") + "'",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("containerd config dump has no %q:\n%s", want, out)
+			}
+		}
+	})
+
+	c.start(t, "GPUCTK_CONFIG="+h.config)
+	t.Run("NVIDIA_VISIBLE_DEVICES=mig-0", func(t *testing.T) {
+		out, err := c.ctrRun(t, h.rootfs, []string{"--env", "NVIDIA_VISIBLE_DEVICES=mig-0"}, inspect)
+		if err != nil {
+			t.Fatalf("ctr run: %v\n%s", err, out)
+		}
+		checkInside(t, out, mig0Nodes)
+		// 195 = 0xc3, 511 = 0x1ff, 606 = 0x25e: the numbers of the host's nodes.
+		for _, want := range []string{"NODE /dev/nvidia4 character special file c3:4", "NODE /dev/nvidia-caps/nvidia-cap606 character special file 1ff:25e"} {
+			if !strings.Contains(out, want+"\n") {
+				t.Errorf("no %q inside", want)
+			}
+		}
+		if log, _ := os.ReadFile(h.log); !strings.Contains(string(log), "injected "+h.vendor+"/gpu=mig-0 (from NVIDIA_VISIBLE_DEVICES)") {
+			t.Errorf("gpuctk-runtime's log:\n%s", log)
+		}
+	})
+	t.Run("device 0::1", func(t *testing.T) {
+		// ctr injects the CDI device itself; the runtime sees void and passes through.
+		out, err := c.ctrRun(t, h.rootfs, []string{"--device", h.vendor + "/gpu=0::1"}, inspect)
+		if err != nil {
+			t.Fatalf("ctr run: %v\n%s", err, out)
+		}
+		checkInside(t, out, append([]string{"/dev/nvidia0"}, ctlNodes...))
+	})
+	t.Run("unknown device", func(t *testing.T) {
+		out, err := c.ctrRun(t, h.rootfs, []string{"--env", "NVIDIA_VISIBLE_DEVICES=9"}, "true")
+		want := "unknown device " + h.vendor + "/gpu=9 (requested by NVIDIA_VISIBLE_DEVICES)"
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("ctr run with an unknown device: %v\n%s\nwant the runtime's error %q", err, out, want)
+		}
+	})
+}
+
+func TestPodmanRuntime(t *testing.T) {
+	h := newRuntimeHost(t, "")
+	// podman hands the runtime a bare environment, so GPUCTK_CONFIG goes
+	// through a wrapper, as a host's /etc/gpuctk/config.toml would not need.
+	wrapper := filepath.Join(t.TempDir(), "gpuctk-runtime")
+	script := fmt.Sprintf("#!/bin/sh\nGPUCTK_CONFIG=%s exec %s \"$@\"\n", h.config, bin("gpuctk-runtime"))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env   string
+		nodes []string
+	}{
+		{"NVIDIA_VISIBLE_DEVICES=0", append([]string{"/dev/nvidia0"}, ctlNodes...)},
+		{"NVIDIA_VISIBLE_DEVICES=mig-0", mig0Nodes},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			// The later --runtime wins over podmanArgs' runc.
+			out, err := podman(t, h.rootfs, []string{"--runtime", wrapper, "-e", tc.env}, inspect)
+			if err != nil {
+				t.Fatalf("podman --runtime gpuctk-runtime: %v\n%s", err, out)
+			}
+			checkInside(t, out, tc.nodes)
+		})
+	}
+	t.Run("no request", func(t *testing.T) {
+		out, err := podman(t, h.rootfs, []string{"--runtime", wrapper}, "ls /dev; echo VISIBLE=$NVIDIA_VISIBLE_DEVICES")
+		if err != nil || strings.Contains(out, "nvidia") || !strings.Contains(out, "VISIBLE=\n") {
+			t.Fatalf("podman without a request: %v\n%s", err, out)
+		}
+	})
+}
