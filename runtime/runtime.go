@@ -279,6 +279,6 @@ func jsonError(data []byte, err error) error {
 	}
 	before := data[:min(int(se.Offset), len(data))]
 	line := bytes.Count(before, []byte("\n")) + 1
-	col := len(before) - bytes.LastIndexByte(before, '\n') - 1
+	col := max(1, len(before)-bytes.LastIndexByte(before, '\n')-1)
 	return fmt.Errorf("not valid JSON at line %d column %d: %w", line, col, err)
 }

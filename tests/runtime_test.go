@@ -225,3 +225,61 @@ func TestPodmanRuntime(t *testing.T) {
 		}
 	})
 }
+
+// TestRuntimeBadInput runs the built gpuctk-runtime as a shim would, with
+// real runc: each failure is one line on stderr, a non-zero exit, and
+// config.json as it was.
+func TestRuntimeBadInput(t *testing.T) {
+	h := newRuntimeHost(t, "")
+	noRunc := writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n[runtime]\nruntimes = [\"gpuctk-e2e-no-runc\"]\nlog-file = %q\n", h.vendor, h.log))
+	for _, tc := range []struct {
+		name, config, env string
+		json              string // config.json's content; "" for the spec of busybox
+		bundle            string // "" for the bundle made here
+		want              string
+	}{
+		{name: "malformed config.json", config: h.config, json: "{\"ociVersion\": \"1.0.2\", \"process\": {\"env\": [\"NVIDIA_VISIBLE_DEVICES=0\"]\n",
+			want: "config.json: not valid JSON at line 2 column 1: unexpected end of JSON input"},
+		{name: "missing bundle", config: h.config, bundle: "/nonexistent/bundle",
+			want: "bundle /nonexistent/bundle has no config.json: pass the bundle with --bundle"},
+		{name: "unknown device", config: h.config, env: "mig-99",
+			want: "unknown device " + h.vendor + "/gpu=mig-99 (requested by NVIDIA_VISIBLE_DEVICES): the CDI specs in /etc/cdi, /var/run/cdi provide " + h.vendor + "/gpu=0, "},
+		{name: "no real runtime", config: noRunc, env: "0",
+			want: "no low-level runtime found: none of gpuctk-e2e-no-runc is on PATH or in"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bundle := tc.bundle
+			if bundle == "" {
+				bundle = t.TempDir()
+				spec := tc.json
+				if spec == "" {
+					spec = fmt.Sprintf(`{"ociVersion":"1.0.2","process":{"args":["/bin/true"],"cwd":"/","env":["PATH=/bin","NVIDIA_VISIBLE_DEVICES=%s"]},"root":{"path":%q},"linux":{"namespaces":[{"type":"mount"}]}}`, tc.env, h.rootfs)
+				}
+				if err := os.WriteFile(filepath.Join(bundle, "config.json"), []byte(spec), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+			id := fmt.Sprintf("gpuctk-bad-%d", time.Now().UnixNano())
+			cmd := exec.Command(bin("gpuctk-runtime"), "--root", t.TempDir(), "create", "--bundle", bundle, id)
+			cmd.Env = append(os.Environ(), "GPUCTK_CONFIG="+tc.config)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if err == nil {
+				exec.Command("runc", "delete", "--force", id).Run()
+				t.Fatal("create succeeded")
+			}
+			msg := stderr.String()
+			if !strings.HasPrefix(msg, "gpuctk-runtime: create "+id+": ") || !strings.Contains(msg, tc.want) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("stderr = %q\nwant one line containing %q", msg, tc.want)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("stdout = %q, want nothing", stdout.String())
+			}
+			if after, _ := os.ReadFile(filepath.Join(bundle, "config.json")); !bytes.Equal(before, after) {
+				t.Error("config.json changed")
+			}
+		})
+	}
+}
