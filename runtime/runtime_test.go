@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -59,6 +60,7 @@ func newFixture(t *testing.T, edit func(*specs.Spec)) *fixture {
 	cfg.CDI.SpecDirs = []string{cdiDir, filepath.Join(dir, "no-such-dir")}
 	cfg.Runtime.Runtimes = []string{filepath.Join(dir, "no-crun"), f.runc}
 	cfg.Runtime.LogFile = f.log
+	cfg.Runtime.CacheDir = filepath.Join(dir, "cache")
 	f.rt = New(WithSettings(cfg), WithExec(func(path string, argv, env []string) error {
 		if path != f.runc {
 			t.Errorf("exec %s, want %s", path, f.runc)
@@ -98,46 +100,65 @@ func TestCreateInjects(t *testing.T) {
 		}, "dropped the legacy nvidia-container-runtime-hook"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, tt.edit)
-			args := []string{"--root", "/run/runc", "create", "--bundle", f.bundle, "--pid-file", "/x/pid", "ctr1"}
-			if err := f.rt.Run(args); err != nil {
-				t.Fatal(err)
-			}
-			want := append([]string{f.runc}, args...)
-			if len(f.calls) != 1 || !reflect.DeepEqual(f.calls[0], want) {
-				t.Errorf("exec calls = %q, want one: %q", f.calls, want)
-			}
-			out, err := os.ReadFile(f.config)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var indented bytes.Buffer
-			if err := json.Indent(&indented, out, "", "\t"); err != nil {
-				t.Fatalf("config.json written is not JSON: %v", err)
-			}
-			indented.WriteByte('\n')
-			golden := filepath.Join("testdata", tt.name+".golden.json")
-			if *update {
-				if err := os.WriteFile(golden, indented.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want2, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(indented.Bytes(), want2) {
-				t.Errorf("config.json differs from %s (go test -update rewrites it):\n%s", golden, indented.Bytes())
-			}
-			if fi, err := os.Stat(f.config); err != nil || fi.Mode().Perm() != 0o600 {
-				t.Errorf("config.json mode = %v, %v; want 0600 kept", fi.Mode(), err)
-			}
-			logged, _ := os.ReadFile(f.log)
-			if !strings.Contains(string(logged), "level=info") || !strings.Contains(string(logged), tt.log) {
-				t.Errorf("log = %q, want an info entry with %q", logged, tt.log)
-			}
-		})
+		// Cold: through the CDI library, which fills the cache; warm: from
+		// the cache. Both must write the same config.json.
+		for _, warm := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/warm=%v", tt.name, warm), func(t *testing.T) {
+				testCreateInjects(t, tt.name, tt.edit, tt.log, warm)
+			})
+		}
+	}
+}
+
+func testCreateInjects(t *testing.T, name string, edit func(*specs.Spec), wantLog string, warm bool) {
+	f := newFixture(t, edit)
+	args := []string{"--root", "/run/runc", "create", "--bundle", f.bundle, "--pid-file", "/x/pid", "ctr1"}
+	orig, _ := os.ReadFile(f.config)
+	if warm {
+		if err := f.rt.Run(args); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(f.config, orig, 0o600)
+		f.calls = nil
+	}
+	if err := f.rt.Run(args); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{f.runc}, args...)
+	if len(f.calls) != 1 || !reflect.DeepEqual(f.calls[0], want) {
+		t.Errorf("exec calls = %q, want one: %q", f.calls, want)
+	}
+	out, err := os.ReadFile(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, out, "", "\t"); err != nil {
+		t.Fatalf("config.json written is not JSON: %v", err)
+	}
+	indented.WriteByte('\n')
+	golden := filepath.Join("testdata", name+".golden.json")
+	if *update && !warm {
+		if err := os.WriteFile(golden, indented.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want2, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(indented.Bytes(), want2) {
+		t.Errorf("config.json differs from %s (go test -update rewrites it):\n%s", golden, indented.Bytes())
+	}
+	if fi, err := os.Stat(f.config); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("config.json mode = %v, %v; want 0600 kept", fi.Mode(), err)
+	}
+	logged, _ := os.ReadFile(f.log)
+	if !strings.Contains(string(logged), "level=info") || !strings.Contains(string(logged), wantLog) {
+		t.Errorf("log = %q, want an info entry with %q", logged, wantLog)
+	}
+	if entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir); !strings.Contains(name, "none") && len(entries) != 1 {
+		t.Errorf("cache dir holds %d entries, want 1", len(entries))
 	}
 }
 
@@ -220,7 +241,7 @@ func TestCreateBadInput(t *testing.T) {
 			wantErr: "config.json: not valid JSON at line 3 column 13: invalid character ','"},
 		{name: "config.json of the wrong shape",
 			setup:   func(f *fixture) { os.WriteFile(f.config, []byte(`{"process": []}`), 0o600) },
-			wantErr: "config.json: not a valid OCI spec: json: cannot unmarshal array"},
+			wantErr: `config.json: not a valid OCI spec: "process" is an array, want an object`},
 		{name: "missing bundle",
 			args:    func(f *fixture) []string { return []string{"create", "--bundle", f.bundle + "-gone", "ctr1"} },
 			wantErr: "create ctr1: bundle " + "BUNDLE-gone has no config.json: pass the bundle with --bundle"},
@@ -303,4 +324,92 @@ func editConfig(f *fixture, edit func(*specs.Spec)) {
 	edit(&s)
 	data, _ = json.Marshal(&s)
 	os.WriteFile(f.config, data, 0o600)
+}
+
+// The cache answers only for the specs it was filled from, ignores what it
+// cannot read, and says the same about unknown devices as the library.
+func TestCache(t *testing.T) {
+	run := func(f *fixture, edit func(*specs.Spec)) error {
+		if edit != nil {
+			editConfig(f, edit)
+		}
+		f.calls = nil
+		return f.rt.Run([]string{"create", "--bundle", f.bundle, "ctr1"})
+	}
+	entry := func(t *testing.T, f *fixture) string {
+		entries, err := os.ReadDir(f.rt.cfg.Runtime.CacheDir)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("cache entries = %v, %v; want one", entries, err)
+		}
+		return filepath.Join(f.rt.cfg.Runtime.CacheDir, entries[0].Name())
+	}
+
+	t.Run("a changed spec makes a new entry", func(t *testing.T) {
+		f := newFixture(t, withEnv("0"))
+		specDir := t.TempDir()
+		spec, _ := os.ReadFile("testdata/cdi/nvidia.yaml")
+		os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), spec, 0o644)
+		f.rt.cfg.CDI.SpecDirs = []string{specDir}
+		if err := run(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		first := entry(t, f)
+		os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), bytes.ReplaceAll(spec, []byte("name: mig-0"), []byte("name: mig-9")), 0o644)
+		err := run(f, withEnv("mig-9"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second := entry(t, f); second == first {
+			t.Error("the entry of the old spec answered")
+		}
+		err = run(f, withEnv("mig-0"))
+		if err == nil || !strings.Contains(err.Error(), "unknown device nvidia.com/gpu=mig-0") {
+			t.Errorf("mig-0 after it left the spec: %v", err)
+		}
+	})
+
+	t.Run("an unreadable entry is ignored", func(t *testing.T) {
+		f := newFixture(t, withEnv("mig-0"))
+		orig, _ := os.ReadFile(f.config)
+		if err := run(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := os.ReadFile(f.config)
+		e := entry(t, f)
+		os.WriteFile(filepath.Join(e, "devices", deviceFile("nvidia.com/gpu=mig-0")), []byte("{garbage"), 0o600)
+		os.WriteFile(f.config, orig, 0o600)
+		if err := run(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(f.config); !bytes.Equal(got, want) {
+			t.Error("config.json differs after a corrupt cache entry")
+		}
+		// A device file gone while its index still lists it: not unknown.
+		os.RemoveAll(filepath.Join(e, "devices"))
+		os.WriteFile(f.config, orig, 0o600)
+		if err := run(f, nil); err != nil {
+			t.Fatalf("create with a half-removed entry: %v", err)
+		}
+	})
+
+	t.Run("unknown device from the cache", func(t *testing.T) {
+		cold := newFixture(t, withEnv("9"))
+		errCold := run(cold, nil)
+		errWarm := run(cold, nil)
+		if errCold == nil || errWarm == nil || errCold.Error() != errWarm.Error() {
+			t.Errorf("cold: %v\nwarm: %v\nwant the same error", errCold, errWarm)
+		}
+	})
+
+	t.Run("a cache dir others can write is not used", func(t *testing.T) {
+		f := newFixture(t, withEnv("0"))
+		os.Mkdir(f.rt.cfg.Runtime.CacheDir, 0o777)
+		os.Chmod(f.rt.cfg.Runtime.CacheDir, 0o777)
+		if err := run(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir); len(entries) != 0 {
+			t.Errorf("wrote %v into a world-writable cache dir", entries)
+		}
+	})
 }

@@ -31,6 +31,7 @@ type Settings struct {
 	Runtime struct {
 		Runtimes []string `toml:"runtimes"`
 		LogFile  string   `toml:"log-file"`
+		CacheDir string   `toml:"cache-dir"`
 	} `toml:"runtime"`
 	// Path is the file the settings came from, "" for the defaults.
 	Path string `toml:"-"`
@@ -58,6 +59,9 @@ func (s *Settings) setDefaults() {
 	}
 	if s.Runtime.LogFile == "" {
 		s.Runtime.LogFile = "/var/log/gpuctk-runtime.log"
+	}
+	if s.Runtime.CacheDir == "" {
+		s.Runtime.CacheDir = "/run/gpuctk/runtime-cache"
 	}
 }
 

@@ -26,6 +26,7 @@ hook-path = "/opt/gpuctk/bin/gpuctk-hook"
 [runtime]
 runtimes = ["/opt/runc/runc"]
 log-file = "/srv/log/gpuctk-runtime.log"
+cache-dir = "/srv/cache"
 
 [[sharing]]
 devices = ["0"]
@@ -43,7 +44,7 @@ replicas = 2
 				t.Fatal(err)
 			}
 			if s.CDI.Vendor != c.CDI.Vendor || s.CDI.Class != c.CDI.Class || !reflect.DeepEqual(s.CDI.SpecDirs, c.CDI.SpecDirs) ||
-				!reflect.DeepEqual(s.Runtime.Runtimes, c.Runtime.Runtimes) || s.Runtime.LogFile != c.Runtime.LogFile {
+				!reflect.DeepEqual(s.Runtime.Runtimes, c.Runtime.Runtimes) || s.Runtime.LogFile != c.Runtime.LogFile || s.Runtime.CacheDir != c.Runtime.CacheDir {
 				t.Errorf("runtime settings %+v differ from config's %+v, %+v", s, c.CDI, c.Runtime)
 			}
 		})

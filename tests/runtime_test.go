@@ -40,7 +40,8 @@ func newRuntimeHost(t *testing.T, sharing string) *runtimeHost {
 	t.Helper()
 	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
 	h := &runtimeHost{vendor: uniqueVendor(), log: filepath.Join(t.TempDir(), "gpuctk-runtime.log")}
-	h.config = writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n\n[runtime]\nlog-file = %q\n%s", h.vendor, h.log, sharing))
+	h.config = writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n\n[runtime]\nlog-file = %q\ncache-dir = %q\n%s",
+		h.vendor, h.log, filepath.Join(t.TempDir(), "cache"), sharing))
 	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
 		"--hook-path", bin("gpuctk-hook"), "--output", systemSpecPath(t, h.vendor), "--config", h.config)
 	h.rootfs = busyboxRoot(t, true)
@@ -231,7 +232,8 @@ func TestPodmanRuntime(t *testing.T) {
 // config.json as it was.
 func TestRuntimeBadInput(t *testing.T) {
 	h := newRuntimeHost(t, "")
-	noRunc := writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n[runtime]\nruntimes = [\"gpuctk-e2e-no-runc\"]\nlog-file = %q\n", h.vendor, h.log))
+	noRunc := writeConfig(t, fmt.Sprintf("[cdi]\nvendor = %q\n[runtime]\nruntimes = [\"gpuctk-e2e-no-runc\"]\nlog-file = %q\ncache-dir = %q\n",
+		h.vendor, h.log, filepath.Join(t.TempDir(), "cache")))
 	for _, tc := range []struct {
 		name, config, env string
 		json              string // config.json's content; "" for the spec of busybox
