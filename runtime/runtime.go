@@ -196,7 +196,9 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()
 	}
-	if err := atomicfile.WriteFile(path, out, mode); err != nil {
+	// Atomic for runc, which reads it next; an fsync would add the disk's
+	// latency to every start for a file no crash needs.
+	if err := atomicfile.WriteFileNoSync(path, out, mode); err != nil {
 		return err
 	}
 	if req.commonOnly {
