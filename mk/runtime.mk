@@ -9,3 +9,12 @@ TEST_DEPS += $(CONTAINERD_TOOLS)
 $(CONTAINERD_TOOLS):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install github.com/containerd/containerd/v2/cmd/$(notdir $@)@$(CONTAINERD_VERSION)
+
+# A CRI client for the runtime class test: crictl is not on the Go module
+# proxy, so tests/criclient (a module of its own, to keep gRPC out of
+# gpuctk's go.mod) stands in for it.
+TEST_DEPS += $(TOOLS)/criclient
+
+$(TOOLS)/criclient: tests/criclient/main.go tests/criclient/go.mod tests/criclient/go.sum
+	@mkdir -p $(TOOLS)
+	cd tests/criclient && $(GO) build -o $@ .
