@@ -285,3 +285,54 @@ func TestRuntimeBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerdConfigVersions checks the claim of the drop-in's version:
+// containerd 1.7 and 2.4 both load it beside the main configs each can
+// have, and see the runtime, its copied options and the default.
+func TestContainerdConfigVersions(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	samples := filepath.Join(filepath.Dir(filepath.Dir(file)), "engine", "testdata", "containerd")
+	for _, tc := range []struct {
+		sample     string // engine/testdata/containerd/<sample>/config.toml; "missing" for none
+		containerd []string
+		option     string // a runc option the runtime must have copied
+	}{
+		{"v1", []string{"containerd-1.7", "containerd"}, "NoPivotRoot = true"},
+		{"v2-1.7-default", []string{"containerd-1.7", "containerd"}, "SystemdCgroup = true"},
+		{"v2-imports", []string{"containerd-1.7", "containerd"}, "BinaryName"},
+		{"missing", []string{"containerd-1.7", "containerd"}, "BinaryName"},
+		{"v3", []string{"containerd"}, "SystemdCgroup = true"},
+		{"v4-2.4-default", []string{"containerd"}, "SystemdCgroup = false"},
+	} {
+		t.Run(tc.sample, func(t *testing.T) {
+			dir := t.TempDir()
+			config := filepath.Join(dir, "config.toml")
+			if data, err := os.ReadFile(filepath.Join(samples, tc.sample, "config.toml")); err == nil {
+				os.WriteFile(config, bytes.ReplaceAll(data, []byte("/etc/containerd"), []byte(dir)), 0o644)
+			}
+			// v2-imports imports this one; containerd 1.7 wants it to exist.
+			os.WriteFile(filepath.Join(dir, "site.toml"), []byte("version = 2\n"), 0o644)
+			run(t, bin("gpuctk"), "runtime", "configure", "--runtime", "containerd", "--set-as-default", "--config", config,
+				"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime"))
+			for _, c := range tc.containerd {
+				out, err := exec.Command(tool(t, c), "-c", config, "config", "dump").Output()
+				if err != nil {
+					t.Fatalf("%s config dump: %v", c, err)
+				}
+				dump := strings.ReplaceAll(string(out), `"`, "'")
+				section := dump[max(0, strings.Index(dump, "containerd.runtimes.nvidia]")):]
+				if end := strings.Index(section, "containerd.runtimes."+"runc]"); end > 0 {
+					section = section[:end]
+				}
+				for _, want := range []string{"runtime_type = 'io.containerd.runc.v2'", "BinaryName = '" + bin("gpuctk-runtime") + "'", tc.option} {
+					if !strings.Contains(section, want) {
+						t.Errorf("%s: the nvidia runtime has no %q:\n%s", c, want, section)
+					}
+				}
+				if !strings.Contains(dump, "default_runtime_name = 'nvidia'") {
+					t.Errorf("%s: nvidia is not the default runtime", c)
+				}
+			}
+		})
+	}
+}
