@@ -24,7 +24,7 @@ type fixture struct {
 	rt                        *Runtime
 }
 
-func newFixture(t *testing.T, edit func(*specs.Spec)) *fixture {
+func newFixture(t testing.TB, edit func(*specs.Spec)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	f := &fixture{bundle: filepath.Join(dir, "bundle"), log: filepath.Join(dir, "gpuctk-runtime.log"), runc: filepath.Join(dir, "runc")}

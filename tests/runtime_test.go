@@ -336,3 +336,67 @@ func TestContainerdConfigVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestRuntimeConfigure drives `gpuctk runtime configure` as a user would:
+// dry run, configure, again, uninstall, and its bad input.
+func TestRuntimeConfigure(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.toml")
+	original := []byte("# my containerd\nversion = 2\nroot = \"/var/lib/containerd\"\n\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n")
+	os.WriteFile(config, original, 0o644)
+	dropIn := filepath.Join(dir, "conf.d", "99-gpuctk.toml")
+	configure := func(extra ...string) (string, error) {
+		args := append([]string{"runtime", "configure", "--runtime", "containerd", "--config", config, "--drop-in", dropIn,
+			"--runtime-path", "/usr/bin/gpuctk-runtime"}, extra...)
+		out, err := exec.Command(bin("gpuctk"), args...).CombinedOutput()
+		return string(out), err
+	}
+
+	out, err := configure("--dry-run")
+	if err != nil || !strings.Contains(out, "# "+dropIn+": would be written\n") || !strings.Contains(out, "BinaryName = '/usr/bin/gpuctk-runtime'") ||
+		!strings.Contains(out, "SystemdCgroup = true") || !strings.Contains(out, "# "+config+": would be written\n") {
+		t.Fatalf("dry run: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(config); !bytes.Equal(got, original) {
+		t.Error("the dry run changed the config")
+	}
+	if _, err := os.Stat(dropIn); err == nil {
+		t.Error("the dry run wrote the drop-in")
+	}
+
+	out, err = configure()
+	if err != nil || !strings.Contains(out, "wrote "+dropIn+"\n") || !strings.Contains(out, "restart containerd") {
+		t.Fatalf("configure: %v\n%s", err, out)
+	}
+	if bak, _ := os.ReadFile(config + ".gpuctk.bak"); !bytes.Equal(bak, original) {
+		t.Error("no backup of the old config")
+	}
+	out, err = configure()
+	if err != nil || !strings.Contains(out, `containerd has the runtime "nvidia" already: nothing to change`) {
+		t.Fatalf("configure again: %v\n%s", err, out)
+	}
+	out, err = configure("--uninstall")
+	if err != nil || !strings.Contains(out, "removed "+dropIn+"\n") {
+		t.Fatalf("uninstall: %v\n%s", err, out)
+	}
+	if got, _ := os.ReadFile(config); !bytes.Equal(got, original) {
+		t.Errorf("uninstall left the config as:\n%s", got)
+	}
+
+	podman, err := exec.Command(bin("gpuctk"), "runtime", "configure", "--runtime", "podman").CombinedOutput()
+	if err != nil || !strings.Contains(string(podman), "podman needs no configuration") {
+		t.Errorf("podman: %v\n%s", err, podman)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime", "cri-o"}, `--runtime "cri-o" is not known: use containerd, crio, docker or podman`},
+		{[]string{"--runtime", "docker", "--config", writeConfig(t, "{\"runtimes\": [")}, "docker config "},
+	} {
+		out, err := exec.Command(bin("gpuctk"), append([]string{"runtime", "configure"}, tc.args...)...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) || strings.Count(string(out), "\n") != 1 {
+			t.Errorf("configure %v: %v\n%s\nwant one line containing %q", tc.args, err, out, tc.want)
+		}
+	}
+}
