@@ -18,7 +18,12 @@ export PATH := $(TOOLS):$(PATH)
 TEST_DEPS :=
 FUZZTIME  ?= 10s
 
-.PHONY: all build test unit e2e bench deps lint clean
+.DEFAULT_GOAL := all
+
+# Fragments add to TEST_DEPS, so they are read before the rules use it.
+include $(wildcard mk/*.mk)
+
+.PHONY: all build test fuzz bench deps lint clean
 all: build
 
 build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
@@ -26,7 +31,7 @@ build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
 # The hook and the runtime are static and free of cgo: they run on every
 # container start and must not load NVML.
 $(BIN)/gpuctk: FORCE
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
+	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
 $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
 
@@ -41,6 +46,11 @@ lint:
 
 test: deps lint
 	$(GO) test -race -count=1 -timeout 40m ./...
+	FUZZTIME=$(FUZZTIME) tests/fuzz.sh
+
+# Every fuzz target for FUZZTIME each.
+fuzz:
+	FUZZTIME=$(FUZZTIME) tests/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -50,4 +60,3 @@ clean:
 
 FORCE:
 
--include mk/*.mk

@@ -119,7 +119,7 @@ func (g *Generator) Generate(host *inventory.Host, f *driver.Files) (*specs.Spec
 		if g.replicaEdits != nil {
 			extra, err := g.replicaEdits(s)
 			if err != nil {
-				return nil, sum, fmt.Errorf("%s: %w", d, err)
+				return nil, sum, err // names the device already
 			}
 			if extra != nil {
 				edits.Env = extra.Env
@@ -158,6 +158,9 @@ func (g *Generator) hookArgs(f *driver.Files) []string {
 	args := []string{"gpuctk-hook", HookSetup}
 	for _, l := range f.Links {
 		args = append(args, "--link", l)
+	}
+	for _, l := range f.Libraries {
+		args = append(args, "--library", l)
 	}
 	for _, d := range f.LibDirs {
 		args = append(args, "--folder", d)

@@ -26,11 +26,12 @@ type Root string
 // Join returns the host path of p, an absolute path under the root.
 func (r Root) Join(p string) string { return filepath.Join(string(r), p) }
 
-// libDirs are searched, in order, when the root's linker cache does not
-// name a library.
-var libDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib", "/usr/local/nvidia/lib64"}
+// LibDirs are searched, in order, when the root's linker cache does not
+// name a library: the folders distributions and driver containers use.
+var LibDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib", "/usr/local/nvidia/lib64"}
 
-var binDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}
+// BinDirs are searched, in order, for the driver's programs.
+var BinDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}
 
 // Discover finds the files of the driver of the given version installed
 // under driverRoot, with device nodes and /proc under devRoot.
@@ -58,13 +59,14 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		return nil, err
 	}
 	for _, b := range binaries {
-		for _, d := range binDirs {
-			p := path.Join(d, b)
-			if isRegular(dr.Join(p)) {
-				f.Mounts = append(f.Mounts, &specs.Mount{HostPath: dr.Join(p), ContainerPath: p, Options: fileOptions})
-				break
-			}
+		p, err := FindBinary(driverRoot, b)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // not every driver ships every program
 		}
+		if err != nil {
+			return nil, err
+		}
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: strings.TrimPrefix(p, strings.TrimSuffix(driverRoot, "/")), Options: fileOptions})
 	}
 	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {
 		fws, _ := filepath.Glob(dr.Join(path.Join(d, version, "gsp*.bin")))
@@ -96,7 +98,7 @@ func (f *Files) findLibraries(r Root) error {
 	for _, l := range libraries {
 		file := l.base + ".so." + f.Version
 		found := ""
-		for _, d := range append(dirs[l.base], libDirs...) {
+		for _, d := range append(dirs[l.base], LibDirs...) {
 			if isRegular(r.Join(path.Join(d, file))) {
 				found = path.Join(d, file)
 				break
@@ -104,7 +106,7 @@ func (f *Files) findLibraries(r Root) error {
 		}
 		if found == "" {
 			if l.required {
-				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", file, r, strings.Join(libDirs, ", "), f.Version)
+				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", file, r, strings.Join(LibDirs, ", "), f.Version)
 			}
 			continue
 		}

@@ -44,6 +44,10 @@ func TestDiscover(t *testing.T) {
 	if !reflect.DeepEqual(f.Links, wantLinks) {
 		t.Errorf("links = %q\nwant %q", f.Links, wantLinks)
 	}
+	wantLibs := []string{lib + "libcuda.so.1", lib + "libcuda.so", lib + "libnvidia-ml.so.1", lib + "libnvidia-ptxjitcompiler.so.1", lib + "libnvidia-nvvm.so.4"}
+	if !reflect.DeepEqual(f.Libraries, wantLibs) {
+		t.Errorf("libraries = %q\nwant %q", f.Libraries, wantLibs)
+	}
 	if !reflect.DeepEqual(f.LibDirs, []string{"/usr/lib/x86_64-linux-gnu"}) {
 		t.Errorf("lib dirs = %v", f.LibDirs)
 	}

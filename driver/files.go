@@ -22,6 +22,10 @@ type Files struct {
 	Links []string
 	// LibDirs are the container folders holding the driver's libraries.
 	LibDirs []string
+	// Libraries are the container paths the linker cache must map each
+	// library's SONAME to: the SONAME link, or the file when the SONAME is
+	// the file's own name.
+	Libraries []string
 
 	nodes nodeSource
 }
@@ -100,10 +104,15 @@ func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
 	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: hostPath, ContainerPath: containerPath, Options: fileOptions})
 	dir, file := path.Split(containerPath)
 	dir = path.Clean(dir)
-	if soname != "" && soname != file {
+	if soname == "" {
+		soname = file
+	}
+	f.Libraries = append(f.Libraries, path.Join(dir, soname))
+	if soname != file {
 		f.Links = append(f.Links, file+"::"+path.Join(dir, soname))
 		if l.devLink {
 			f.Links = append(f.Links, soname+"::"+path.Join(dir, l.base+".so"))
+			f.Libraries = append(f.Libraries, path.Join(dir, l.base+".so"))
 		}
 	}
 	for _, d := range f.LibDirs {

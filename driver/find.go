@@ -1,7 +1,10 @@
 package driver
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
 	"strings"
 )
@@ -19,10 +22,34 @@ func FindLibrary(driverRoot, soname string) (string, error) {
 		return "", err
 	}
 	base, _, _ := strings.Cut(soname, ".so")
-	for _, d := range append(dirs[base], libDirs...) {
+	for _, d := range append(dirs[base], LibDirs...) {
 		if p := r.Join(path.Join(d, soname)); exists(p) {
 			return p, nil
 		}
 	}
 	return "", fmt.Errorf("%s not found under driver root %s: is the NVIDIA driver installed? (use --driver-root for a driver installed elsewhere, or --simulate on a machine without a GPU)", soname, driverRoot)
 }
+
+// FindBinary returns the host path of an executable driver program under a
+// driver root, the first found in BinDirs. When there is none, the error
+// wraps fs.ErrNotExist.
+func FindBinary(driverRoot, name string) (string, error) {
+	r := Root(driverRoot)
+	for _, d := range BinDirs {
+		p := r.Join(path.Join(d, name))
+		st, err := os.Stat(p)
+		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("driver root %s: %w", driverRoot, err)
+		}
+	}
+	return "", notFound(fmt.Sprintf("driver root %s: %s is not in %s", driverRoot, name, strings.Join(BinDirs, ", ")))
+}
+
+// notFound is an error that reads as its message and is fs.ErrNotExist.
+type notFound string
+
+func (e notFound) Error() string { return string(e) }
+func (e notFound) Unwrap() error { return fs.ErrNotExist }

@@ -136,3 +136,115 @@ func TestMainEdges(t *testing.T) {
 		t.Errorf("missing bundle: exit %d, %q", code, stderr.String())
 	}
 }
+
+// imageCache gives the bundle's root a linker cache of its own, written by
+// the real ldconfig over a library of the image, as a glibc image has.
+func imageCache(t *testing.T, root string) []byte {
+	t.Helper()
+	obj, err := fakehost.SharedObject("libimage.so.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(obj)
+	os.MkdirAll(filepath.Join(root, "usr/lib"), 0o755)
+	os.WriteFile(filepath.Join(root, "usr/lib/libimage.so.3"), data, 0o755)
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	// The image's cache predates the driver library, which arrives by a
+	// mount at container creation.
+	lib, aside := filepath.Join(root, libDir, "libcuda.so.580.65.06"), filepath.Join(t.TempDir(), "lib")
+	os.Rename(lib, aside)
+	defer os.Rename(aside, lib)
+	if out, err := exec.Command("ldconfig", "-r", root, "/usr/lib").CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig: %v %s", err, out)
+	}
+	cache, _ := os.ReadFile(filepath.Join(root, "etc/ld.so.cache"))
+	return cache
+}
+
+func ldconfigP(t *testing.T, root string) string {
+	t.Helper()
+	out, err := exec.Command("ldconfig", "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ldconfig -p: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func TestSetupMergesCache(t *testing.T) {
+	b, root := bundle(t)
+	before := imageCache(t, root)
+	// No ldconfig at all: the merge must not need one.
+	args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1", "--library", libDir+"/libcuda.so", "--ldconfig", "/nonexistent/ldconfig")
+	if code, stderr := runHook(t, b, args...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	after, _ := os.ReadFile(filepath.Join(root, "etc/ld.so.cache"))
+	if string(after) == string(before) {
+		t.Fatal("cache unchanged")
+	}
+	out := ldconfigP(t, root)
+	for _, want := range []string{
+		"3 libs found in cache",
+		"libimage.so.3 (libc6,x86-64) => /usr/lib/libimage.so.3",
+		"libcuda.so.1 (libc6,x86-64) => " + libDir + "/libcuda.so.1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ldconfig -p has no %q:\n%s", want, out)
+		}
+	}
+	// The merged cache is what ldconfig itself would have written.
+	os.Remove(filepath.Join(root, "etc/ld.so.cache"))
+	if out, err := exec.Command("ldconfig", "-r", root, "/usr/lib", libDir).CombinedOutput(); err != nil {
+		t.Fatalf("ldconfig: %v %s", err, out)
+	}
+	if byLdconfig, _ := os.ReadFile(filepath.Join(root, "etc/ld.so.cache")); string(byLdconfig) != string(after) {
+		t.Error("merged cache differs from the one ldconfig writes for the same libraries")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(root, "etc")); len(entries) != 1 {
+		t.Errorf("temp files left in /etc: %v", entries)
+	}
+}
+
+func TestSetupCacheFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cache []byte
+	}{
+		{"corrupt", []byte("glibc-ld.so.cache1.1\x00\x00\x00garbage")},
+		{"foreign format", []byte("ld.so-1.7.0\x00\x00\x00\x00\x00")},
+		{"empty", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, root := bundle(t)
+			os.WriteFile(filepath.Join(root, "etc/ld.so.cache"), tc.cache, 0o644)
+			args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1")
+			if code, stderr := runHook(t, b, append(args, "--ldconfig", "/nonexistent/ldconfig")...); code == 0 || !strings.Contains(stderr, "/nonexistent/ldconfig") {
+				t.Fatalf("without ldconfig: exit %d, %q; want the fallback to try ldconfig", code, stderr)
+			}
+			if code, stderr := runHook(t, b, args...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+				t.Errorf("ldconfig -p:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestSetupCacheHostile(t *testing.T) {
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "ld.so.cache")
+	b, root := bundle(t)
+	cache := imageCache(t, root)
+	os.WriteFile(victim, cache, 0o644)
+	os.Remove(filepath.Join(root, "etc/ld.so.cache"))
+	os.Symlink(victim, filepath.Join(root, "etc/ld.so.cache"))
+	args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1")
+	code, stderr := runHook(t, b, args...)
+	if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		t.Errorf("exit %d, %q: want one line and a failure", code, stderr)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != string(cache) {
+		t.Error("the host file the image's cache links to was changed")
+	}
+}

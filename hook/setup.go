@@ -1,13 +1,17 @@
 package hook
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path"
+	"runtime"
 	"strings"
+
+	"github.com/gpuctk/gpuctk/internal/ldcache"
 )
 
 // DefaultLdconfig is the host's ldconfig, run chrooted into the container
@@ -16,9 +20,9 @@ const DefaultLdconfig = "/sbin/ldconfig"
 
 // setup makes the driver libraries' links and updates the linker cache.
 //
-//	setup --link TARGET::LINK ... --folder DIR ... [--ldconfig PATH]
+//	setup --link TARGET::LINK ... --library SONAME-PATH ... --folder DIR ... [--ldconfig PATH]
 func setup(e *Env, args []string) error {
-	f, err := flags(e, args, "link", "folder", "ldconfig")
+	f, err := flags(e, args, "link", "library", "folder", "ldconfig")
 	if err != nil {
 		return err
 	}
@@ -47,7 +51,95 @@ func setup(e *Env, args []string) error {
 	if v := f["ldconfig"]; len(v) > 0 {
 		ldconfig = v[len(v)-1]
 	}
+	for _, l := range f["library"] {
+		if !path.IsAbs(l) {
+			return fmt.Errorf("--library %q: want an absolute path", l)
+		}
+	}
+	if len(f["library"]) > 0 {
+		err := mergeCache(root, f["library"])
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errNoCache) {
+			return err
+		}
+	}
 	return updateCache(root, rootPath, ldconfig, f["folder"])
+}
+
+// errNoCache means the container has no linker cache this hook can merge
+// into: none at all, or one in a format it does not write.
+var errNoCache = errors.New("no linker cache to merge into")
+
+// cacheFlags marks entries for this machine's libraries, as ldconfig does.
+var cacheFlags = func() int32 {
+	switch runtime.GOARCH {
+	case "arm64":
+		return ldcache.FlagELFLibc6 | ldcache.FlagAArch64Lib64
+	default:
+		return ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64
+	}
+}()
+
+// mergeCache adds the libraries to the container's /etc/ld.so.cache and
+// writes it back atomically, inside the root, in the same format: the
+// image is not rescanned, so the cost does not grow with the image.
+func mergeCache(root *os.Root, libraries []string) error {
+	data, err := root.ReadFile("etc/ld.so.cache")
+	if errors.Is(err, fs.ErrNotExist) {
+		return errNoCache
+	}
+	if err != nil {
+		return fmt.Errorf("linker cache: %w", err)
+	}
+	c, err := ldcache.Parse(data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNoCache, err)
+	}
+	entries := make([]ldcache.Entry, 0, len(libraries))
+	for _, l := range libraries {
+		entries = append(entries, ldcache.Entry{Flags: cacheFlags, Key: path.Base(l), Value: path.Clean(l)})
+	}
+	c.Add(entries...)
+	out, err := c.Marshal()
+	if err != nil {
+		return fmt.Errorf("linker cache: %w", err)
+	}
+	return writeInRoot(root, "etc/ld.so.cache", out, 0o644)
+}
+
+// writeInRoot replaces name inside root atomically: a temp file beside it,
+// written, synced and renamed over it. Renaming replaces a symlink rather
+// than following it.
+func writeInRoot(root *os.Root, name string, data []byte, mode os.FileMode) (err error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	tmp := fmt.Sprintf("%s.gpuctk-%x", name, rnd)
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			root.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err = root.Rename(tmp, name); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }
 
 // symlink makes link point at target inside root. An existing symlink is

@@ -29,7 +29,7 @@ func TestGenerateBadInput(t *testing.T) {
 			root, _ := fakeDriverRoot(t, "l40s")
 			os.WriteFile(filepath.Join(root, "etc/ld.so.cache"), []byte("glibc-ld.so.cache1.1\x00garbage"), 0o644)
 			return []string{"--simulate", "l40s", "--driver-root", root}
-		}, "/etc/ld.so.cache: not a glibc ld.so.cache"},
+		}, "/etc/ld.so.cache: not an ld.so.cache this package can read: header truncated"},
 		{"malformed config", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"0\"\n")}
 		}, "config "},

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -28,6 +31,7 @@ func init() {
 					&cli.StringFlag{Name: "hook-path", Usage: "gpuctk-hook on the host (default: config [cdi] hook-path)"},
 					&cli.StringFlag{Name: "vendor", Usage: "vendor of the spec's kind (default: config, nvidia.com)"},
 					&cli.StringFlag{Name: "class", Usage: "class of the spec's kind (default: config, gpu)"},
+					&cli.BoolFlag{Name: "if-driver", Usage: "when the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version under the dev root), say so and exit 0 without writing anything (for boot-time refreshes)"},
 				),
 				Action: generate,
 			},
@@ -82,54 +86,73 @@ type host struct {
 	Files *driver.Files
 }
 
-// loadHost builds the host from --simulate or NVML, and finds its files:
-// under --driver-root when given (or always, for a real host); from the
-// profile's standard layout for a simulated host without a root.
-func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
-	driverRoot, devRoot := cfg.CDI.DriverRoot, cfg.CDI.DevRoot
-	if c.IsSet("driver-root") {
-		driverRoot = c.String("driver-root")
-	}
-	if c.IsSet("dev-root") {
-		devRoot = c.String("dev-root")
-	}
-	if devRoot == "" {
-		devRoot = driverRoot
-	}
-	var h *inventory.Host
+// loadInventory describes the host from --simulate (returning its profile
+// too) or, without it, from NVML found under the driver root.
+func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
 	if name := c.String("simulate"); name != "" {
 		p, err := inventory.LoadProfile(name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		h, _ = p.Host()
-		if !c.IsSet("driver-root") && !c.IsSet("dev-root") {
-			return &host{Host: h, Files: driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)}, nil
-		}
-	} else {
-		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
-		if err != nil {
-			return nil, err
-		}
-		src, err := openNVML(lib)
-		if err != nil {
-			return nil, err
-		}
-		if h, err = src.Host(); err != nil {
-			return nil, err
-		}
+		h, err := p.Host()
+		return h, p, err
 	}
-	files, err := driver.Discover(driverRoot, devRoot, h.DriverVersion)
+	lib, err := driver.FindLibrary(driverRoot(c, cfg), "libnvidia-ml.so.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := openNVML(lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := src.Host()
+	return h, nil, err
+}
+
+// loadHost describes the host and finds its files: under the driver root
+// for a real host or when --driver-root or --dev-root is given; from the
+// profile's standard layout for a simulated host without a root.
+func loadHost(c *cli.Context, cfg *config.Config) (*host, error) {
+	h, p, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
+		return &host{Host: h, Files: driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)}, nil
+	}
+	files, err := driver.Discover(driverRoot(c, cfg), devRoot(c, cfg), h.DriverVersion)
 	if err != nil {
 		return nil, err
 	}
 	return &host{Host: h, Files: files}, nil
 }
 
+// devRoot returns where /dev and /proc are: --dev-root, else the config,
+// else the driver root.
+func devRoot(c *cli.Context, cfg *config.Config) string {
+	r := cfg.CDI.DevRoot
+	if c.IsSet("dev-root") {
+		r = c.String("dev-root")
+	}
+	if r == "" {
+		r = driverRoot(c, cfg)
+	}
+	return r
+}
+
 func generate(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	// A host without a loaded driver is not an error for the refresh unit:
+	// it runs at every boot and on every driver change, GPU or not.
+	if c.Bool("if-driver") && c.String("simulate") == "" {
+		version := filepath.Join(devRoot(c, cfg), "proc/driver/nvidia/version")
+		if _, err := os.Stat(version); errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "gpuctk: no NVIDIA driver loaded (%s does not exist): no spec written\n", version)
+			return nil
+		}
 	}
 	format, err := cdi.FormatFor(c.String("format"), c.String("output"))
 	if err != nil {
@@ -153,7 +176,7 @@ func generate(c *cli.Context) error {
 	if c.IsSet("hook-path") {
 		hookPath = c.String("hook-path")
 	}
-	g := cdi.New(append(generatorOptions(cfg), cdi.WithKind(vendor, class), cdi.WithHookPath(hookPath), cdi.WithSharing(shared))...)
+	g := cdi.New(append(generatorOptions(cfg, hookPath), cdi.WithKind(vendor, class), cdi.WithHookPath(hookPath), cdi.WithSharing(shared))...)
 	spec, sum, err := g.Generate(h.Host, h.Files)
 	if err != nil {
 		return err

@@ -1,0 +1,193 @@
+package hook
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// snapshot lists every file under dir with its content, to prove nothing
+// outside a container root changed.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		b.WriteString(p + " " + info.Mode().String())
+		if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			b.Write(data)
+		}
+		if info.Mode()&os.ModeSymlink != 0 {
+			l, _ := os.Readlink(p)
+			b.WriteString(" -> " + l)
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	return b.String()
+}
+
+// TestSetupHostileLayouts plants links in the image that point outside the
+// root, or at /proc/self/root, on every path the hook touches, with and
+// without an image cache (merge path and ldconfig path). Each time the
+// host folder is unchanged and the hook either works or fails in one line.
+func TestSetupHostileLayouts(t *testing.T) {
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(outside, "etc/ld.so.conf.d"), 0o755)
+	os.WriteFile(filepath.Join(outside, "etc/ld.so.cache"), []byte("host cache"), 0o644)
+	os.MkdirAll(filepath.Join(outside, "lib"), 0o755)
+	before := snapshot(t, outside)
+	plants := map[string]func(root string){
+		"/etc to outside": func(r string) {
+			os.RemoveAll(filepath.Join(r, "etc"))
+			os.Symlink(filepath.Join(outside, "etc"), filepath.Join(r, "etc"))
+		},
+		"/etc to /proc/self/root/...": func(r string) {
+			os.RemoveAll(filepath.Join(r, "etc"))
+			os.Symlink("/proc/self/root"+outside+"/etc", filepath.Join(r, "etc"))
+		},
+		"/etc relative escape": func(r string) {
+			os.RemoveAll(filepath.Join(r, "etc"))
+			os.Symlink("../../../../../../../../"+outside+"/etc", filepath.Join(r, "etc"))
+		},
+		"ld.so.cache to outside": func(r string) {
+			os.Remove(filepath.Join(r, "etc/ld.so.cache"))
+			os.Symlink(filepath.Join(outside, "etc/ld.so.cache"), filepath.Join(r, "etc/ld.so.cache"))
+		},
+		"ld.so.conf.d to outside": func(r string) {
+			os.Symlink(filepath.Join(outside, "etc/ld.so.conf.d"), filepath.Join(r, "etc/ld.so.conf.d"))
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte("include /etc/ld.so.conf.d/*.conf\n"), 0o644)
+		},
+		"lib folder to outside": func(r string) {
+			os.RemoveAll(filepath.Join(r, libDir))
+			os.Symlink(filepath.Join(outside, "lib"), filepath.Join(r, libDir))
+		},
+		"lib folder's parent to outside": func(r string) {
+			os.RemoveAll(filepath.Join(r, "usr/lib"))
+			os.Symlink(outside, filepath.Join(r, "usr/lib"))
+		},
+		"SONAME link to outside": func(r string) {
+			os.Symlink(filepath.Join(outside, "lib/libcuda.so.1"), filepath.Join(r, libDir, "libcuda.so.1"))
+		},
+		"SONAME link to /proc/self/root": func(r string) {
+			os.Symlink("/proc/self/root"+outside+"/lib/x", filepath.Join(r, libDir, "libcuda.so.1"))
+		},
+	}
+	for name, plant := range plants {
+		for _, withCache := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/no cache", true: "/image cache"}[withCache], func(t *testing.T) {
+				b, root := bundle(t)
+				if withCache {
+					imageCache(t, root)
+				}
+				plant(root)
+				args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1")
+				code, stderr := runHook(t, b, args...)
+				if code != 0 && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+					t.Errorf("failure is more than one line: %q", stderr)
+				}
+				if after := snapshot(t, outside); after != before {
+					t.Fatalf("the host folder changed (hook exit %d, %q):\n%s", code, stderr, after)
+				}
+			})
+		}
+	}
+}
+
+// TestSetupRace flips the library folder and /etc between real folders
+// and links to the host while the hook runs, many times: no write may
+// ever land outside the root.
+func TestSetupRace(t *testing.T) {
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(outside, "lib"), 0o755)
+	os.MkdirAll(filepath.Join(outside, "etc"), 0o755)
+	os.WriteFile(filepath.Join(outside, "etc/ld.so.cache"), []byte("host cache"), 0o644)
+	before := snapshot(t, outside)
+	b, root := bundle(t)
+	imageCache(t, root)
+	args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1", "--ldconfig", "/nonexistent/ldconfig")
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	flip := func(real, link string) {
+		defer wg.Done()
+		hold := real + ".real"
+		for !stop.Load() {
+			// Swap the real folder for a link to the host, then back,
+			// leaving it real most of the time so some runs complete.
+			if os.Rename(real, hold) == nil {
+				os.Symlink(link, real)
+				time.Sleep(20 * time.Microsecond)
+				os.Remove(real)
+				os.Rename(hold, real)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	wg.Add(2)
+	go flip(filepath.Join(root, libDir), filepath.Join(outside, "lib"))
+	go flip(filepath.Join(root, "etc"), filepath.Join(outside, "etc"))
+	ok, failed := 0, 0
+	for i := 0; i < 300; i++ {
+		code, stderr := runHook(t, b, args...)
+		if code == 0 {
+			ok++
+			continue
+		}
+		failed++
+		if failed <= 3 {
+			t.Logf("failure: %s", strings.TrimSpace(stderr))
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("failure is more than one line: %q", stderr)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d runs did their work, %d failed cleanly", ok, failed)
+	if ok == 0 {
+		t.Error("no run did its work: the race test tested nothing but failures")
+	}
+	if after := snapshot(t, outside); after != before {
+		t.Fatalf("the host folder changed:\n%s", after)
+	}
+}
+
+// TestSetupEnvironment runs the built hook with LD_PRELOAD and
+// LD_LIBRARY_PATH in its environment and in the container's: the ldconfig
+// it starts sees neither.
+func TestSetupEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	hookBin := filepath.Join(dir, "gpuctk-hook")
+	if out, err := exec.Command("go", "build", "-o", hookBin, "../cmd/gpuctk-hook").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v %s", err, out)
+	}
+	envFile := filepath.Join(dir, "env")
+	probe := filepath.Join(dir, "ldconfig")
+	os.WriteFile(probe, []byte("#!/bin/sh\nenv > "+envFile+"\nexec /sbin/ldconfig \"$@\"\n"), 0o755)
+	b, _ := bundle(t)
+	cfg := `{"ociVersion":"1.0.2","root":{"path":"rootfs"},"process":{"env":["LD_PRELOAD=/evil.so","LD_LIBRARY_PATH=/evil"]}}`
+	os.WriteFile(filepath.Join(b, "config.json"), []byte(cfg), 0o644)
+	cmd := exec.Command(hookBin, append(append([]string{}, setupArgs...), "--ldconfig", probe)...)
+	cmd.Env = []string{"LD_PRELOAD=/evil.so", "LD_LIBRARY_PATH=/evil", "PATH=/evil:/usr/bin:/bin"}
+	cmd.Stdin = strings.NewReader(`{"ociVersion":"1.0.2","id":"c","status":"creating","bundle":"` + b + `"}`)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hook: %v %s", err, out)
+	}
+	env, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"LD_PRELOAD", "LD_LIBRARY_PATH", "/evil"} {
+		if strings.Contains(string(env), bad) {
+			t.Errorf("ldconfig saw %s:\n%s", bad, env)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/mps"
+)
+
+func init() {
+	commands = append(commands, mpsCommand())
+}
+
+func mpsFlags() []cli.Flag {
+	return []cli.Flag{
+		configFlag(),
+		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's files are (default: [cdi] driver-root, /)"},
+		&cli.StringFlag{Name: "simulate", Usage: "read the GPUs from the simulated host `NAME` (or a profile file) instead of NVML; leaves compute modes alone"},
+		&cli.StringFlag{Name: "state-root", Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps; set it there, as the spec's mounts use it too)"},
+		&cli.BoolFlag{Name: "no-compute-mode", Usage: "leave the GPUs' compute modes alone"},
+	}
+}
+
+func mpsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mps",
+		Usage: "run the MPS control daemons of the devices shared through MPS",
+		Subcommands: []*cli.Command{
+			{
+				Name:   "start",
+				Usage:  "validate the MPS-shared devices and start a daemon for each that has none",
+				Flags:  mpsFlags(),
+				Action: mpsStart,
+			},
+			{
+				Name:   "stop",
+				Usage:  "stop every daemon gpuctk started, unmount their /dev/shm and restore compute modes",
+				Flags:  mpsFlags(),
+				Action: mpsStop,
+			},
+			{
+				Name:   "status",
+				Usage:  "show the daemon of each MPS-shared device",
+				Flags:  append(mpsFlags(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Action: mpsStatus,
+			},
+		},
+	}
+}
+
+// mpsSetup reads the configuration and builds the Manager. Stopping works
+// without NVML (the driver may be gone by then): compute modes are then
+// left as they are, with a warning.
+func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, error) {
+	if c.NArg() > 0 {
+		return nil, nil, fmt.Errorf("unexpected argument %q", c.Args().First())
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	driverRoot := driverRoot(c, cfg)
+	stateRoot := cfg.MPS.StateRoot
+	if c.IsSet("state-root") {
+		stateRoot = c.String("state-root")
+	}
+	if !filepath.IsAbs(stateRoot) {
+		return nil, nil, fmt.Errorf("state root %q is not an absolute path", stateRoot)
+	}
+	timeout, err := time.ParseDuration(cfg.MPS.StartTimeout)
+	if err != nil || timeout <= 0 {
+		return nil, nil, fmt.Errorf("%s: [mps] start-timeout %q is not a duration such as \"10s\"", configName(cfg), cfg.MPS.StartTimeout)
+	}
+	opts := []mps.Option{
+		mps.WithDriverRoot(driverRoot),
+		mps.WithStateRoot(stateRoot),
+		mps.WithShmSize(cfg.MPS.ShmSize),
+		mps.WithTimeout(timeout),
+	}
+	// Compute modes are real hardware state: never touched for a
+	// simulated host.
+	if *cfg.MPS.SetComputeMode && !c.Bool("no-compute-mode") && c.String("simulate") == "" {
+		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+		switch {
+		case err == nil:
+			opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvml.New(nvml.WithLibraryPath(lib)))))
+		case stopping:
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v: compute modes are left as they are\n", err)
+		default:
+			return nil, nil, err
+		}
+	}
+	return cfg, mps.New(opts...), nil
+}
+
+func driverRoot(c *cli.Context, cfg *config.Config) string {
+	if c.IsSet("driver-root") {
+		return c.String("driver-root")
+	}
+	return cfg.CDI.DriverRoot
+}
+
+func configName(cfg *config.Config) string {
+	if cfg.Path == "" {
+		return "default configuration"
+	}
+	return "config " + cfg.Path
+}
+
+// mpsDevices reads the host, from --simulate or NVML, and returns its
+// MPS-shared devices.
+func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
+	host, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	shared, err := cfg.Resolve(host)
+	if err != nil {
+		return nil, err
+	}
+	return mps.Devices(shared), nil
+}
+
+func mpsStart(c *cli.Context) error {
+	cfg, m, err := mpsSetup(c, false)
+	if err != nil {
+		return err
+	}
+	devs, err := mpsDevices(c, cfg)
+	if err != nil {
+		return err
+	}
+	res, err := m.Start(devs)
+	w := c.App.Writer
+	for _, r := range res {
+		d := r.Device
+		fmt.Fprintf(w, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
+			d, r.Action, r.PID, d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
+	}
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		fmt.Fprintf(c.App.ErrWriter, "no device is shared through MPS in the %s\n", configName(cfg))
+	}
+	return nil
+}
+
+func mpsStop(c *cli.Context) error {
+	_, m, err := mpsSetup(c, true)
+	if err != nil {
+		return err
+	}
+	// Every daemon gpuctk started has a record: stopping needs neither
+	// the host's GPUs nor the configuration's sharing entries, which may
+	// have changed since.
+	res, err := m.Stop(nil)
+	for _, r := range res {
+		if r.PID > 0 {
+			fmt.Fprintf(c.App.Writer, "%s: %s, pid %d\n", r.Device, r.Action, r.PID)
+		} else {
+			fmt.Fprintf(c.App.Writer, "%s: %s\n", r.Device, r.Action)
+		}
+	}
+	if err == nil && len(res) == 0 {
+		fmt.Fprintln(c.App.ErrWriter, "no MPS daemon started by gpuctk to stop")
+	}
+	return err
+}
+
+// statusJSON is one device in `gpuctk mps status --json`.
+type statusJSON struct {
+	Name                   string `json:"name"`
+	UUID                   string `json:"uuid"`
+	GPU                    int    `json:"gpu"`
+	MIG                    *int   `json:"mig,omitempty"`
+	State                  string `json:"state"`
+	PID                    int    `json:"pid,omitempty"`
+	PipeDir                string `json:"pipeDir"`
+	Answering              bool   `json:"answering"`
+	ShmMounted             bool   `json:"shmMounted"`
+	Configured             bool   `json:"configured"`
+	Replicas               int    `json:"replicas"`
+	ActiveThreadPercentage int    `json:"activeThreadPercentage"`
+	PinnedMemoryLimitMiB   uint64 `json:"pinnedMemoryLimitMiB"`
+}
+
+func state(s mps.Status) string {
+	st := "not running"
+	switch {
+	case s.Answering:
+		st = "running"
+	case s.PID > 0:
+		st = "not answering"
+	}
+	if !s.Configured {
+		st += ", not configured"
+	}
+	return st
+}
+
+func mpsStatus(c *cli.Context) error {
+	cfg, m, err := mpsSetup(c, false)
+	if err != nil {
+		return err
+	}
+	devs, err := mpsDevices(c, cfg)
+	if err != nil {
+		return err
+	}
+	sts, err := m.Status(devs)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		out := []statusJSON{}
+		for _, s := range sts {
+			d := s.Device
+			j := statusJSON{
+				Name: d.Name, UUID: d.UUID, GPU: d.GPUIndex, State: state(s), PID: s.PID, PipeDir: s.PipeDir,
+				Answering: s.Answering, ShmMounted: s.ShmMounted, Configured: s.Configured,
+				Replicas: d.Sharing.Replicas, ActiveThreadPercentage: d.ThreadPercentage, PinnedMemoryLimitMiB: d.PinnedMemoryMiB,
+			}
+			if d.MIGIndex >= 0 {
+				j.MIG = &d.MIGIndex
+			}
+			out = append(out, j)
+		}
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tUUID\tSTATE\tPID\tREPLICAS\tTHREADS\tMEMORY\tPIPE DIR")
+	for _, s := range sts {
+		d := s.Device
+		name := d.Name
+		if d.MIGIndex >= 0 {
+			name = fmt.Sprintf("%s (%d:%d)", d.Name, d.GPUIndex, d.MIGIndex)
+		}
+		pid := "-"
+		if s.PID > 0 {
+			pid = fmt.Sprint(s.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d%%\t%dM\t%s\n", name, d.UUID, state(s), pid,
+			d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB, s.PipeDir)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,256 @@
+package ldcache
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
+)
+
+const x8664 = FlagELFLibc6 | FlagX8664Lib64
+
+// TestAddMatchesLdconfig is the strongest check of the sort order: it adds
+// libraries with awkward names to a cache of this machine's own library
+// folders and requires the very bytes that ldconfig writes when it scans
+// the same folders plus the one holding those libraries.
+func TestAddMatchesLdconfig(t *testing.T) {
+	need(t, "ldconfig", "unshare")
+	dir := t.TempDir()
+	libdir := filepath.Join(dir, "drv/lib")
+	sonames := []string{
+		// What a driver ships.
+		"libcuda.so.1", "libcudadebugger.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1",
+		"libnvidia-nvvm.so.4", "libnvidia-gpucomp.so.580.65.06", "libnvidia-glcore.so.580.65.06",
+		"libnvidia-pkcs11-openssl3.so.580.65.06", "libGLX_nvidia.so.0", "libEGL_nvidia.so.0",
+		"libGLESv1_CM_nvidia.so.1", "libGLESv2_nvidia.so.2", "libnvcuvid.so.1", "libnvoptix.so.1",
+		// Neighbours of the host's names, digit runs, case, punctuation.
+		"libc.so.7", "libz.so.2", "libzz.so.1", "libm.so.5", "libfoo.so.9", "libfoo.so.10",
+		"libfoo.so.100", "libfoo2.so.1", "libfoo10.so.1", "libA.so.1", "liba.so.1", "libx-1.so",
+		"libx_1.so", "libx.1.so", "lib3d.so.1", "libd3.so.1", "libbig.so.99999999999", "libbig.so.2",
+		"lib\xc3\xa9.so.1", "libstdc++.so.7",
+	}
+	b := newLibBuilder(t, "merge")
+	for _, s := range sonames {
+		b.write(libdir, s, s+".0.0")
+	}
+	hostConf, err := os.ReadFile("/etc/ld.so.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseConf, fullConf := filepath.Join(dir, "base.conf"), filepath.Join(dir, "full.conf")
+	if err := os.WriteFile(baseConf, hostConf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fullConf, append(bytes.Clone(hostConf), "\n"+libdir+"\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	baseCache, fullCache := filepath.Join(dir, "base.cache"), filepath.Join(dir, "full.cache")
+	ldconfigIsolated(t, "-X", "-f", baseConf, "-C", baseCache)
+	ldconfigIsolated(t, "-X", "-f", fullConf, "-C", fullCache)
+
+	c, _ := mustParseFile(t, baseCache)
+	var add []Entry
+	for _, s := range slices.Backward(sonames) {
+		if got := c.Lookup(s); len(got) > 0 {
+			t.Fatalf("%s is already in this machine's cache (%v): pick another name", s, got)
+		}
+		add = append(add, Entry{Flags: x8664, Key: s, Value: filepath.Join(libdir, s)})
+	}
+	c.Add(add...)
+	got, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCache, want := mustParseFile(t, fullCache)
+	if !bytes.Equal(got, want) {
+		gotCache, err := Parse(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("Add+Marshal differs from ldconfig's cache: %s\n%s", firstDiff(got, want), diffLines(render(gotCache, "x"), render(wantCache, "x")))
+	}
+}
+
+// TestAddHWCapsMatchesLdconfig merges glibc-hwcaps entries and a folder
+// from ld.so.conf into a root's cache and compares with what ldconfig -r
+// writes for the root holding those libraries.
+func TestAddHWCapsMatchesLdconfig(t *testing.T) {
+	need(t, "ldconfig")
+	type lib struct{ dir, soname, file string }
+	const usrlib = "/usr/lib/x86_64-linux-gnu"
+	image := []lib{
+		{usrlib, "libfoo.so.1", "libfoo.so.1.0.0"},
+		{usrlib + "/glibc-hwcaps/x86-64-v2", "libfoo.so.1", "libfoo.so.1.0.0"},
+		{usrlib, "libbar.so.9", "libbar.so.9"},
+		{usrlib + "/glibc-hwcaps/x86-64-v3", "libbar.so.9", "libbar.so.9"},
+	}
+	driver := []lib{
+		// Added in this order, each lands on the far side of the one before.
+		{"/opt/gpu/lib/glibc-hwcaps/x86-64-v4", "libfoo.so.1", "libfoo.so.1.2.3"},
+		{"/opt/gpu/lib/glibc-hwcaps/x86-64-v3", "libfoo.so.1", "libfoo.so.1.2.3"},
+		{"/opt/gpu/lib", "libfoo.so.1", "libfoo.so.1.2.3"},
+		{"/opt/gpu/lib", "libcuda.so.1", "libcuda.so.580.65.06"},
+	}
+	b := newLibBuilder(t, "hwcaps")
+	mkroot := func(libs []lib) string {
+		root := t.TempDir()
+		for _, l := range libs {
+			b.write(filepath.Join(root, l.dir), l.soname, l.file)
+		}
+		// An empty glibc-hwcaps folder: ldconfig stores its name all the same.
+		for _, d := range []string{usrlib + "/glibc-hwcaps/x86-64-v4", "etc"} {
+			if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(root, "etc/ld.so.conf"), []byte("/opt/gpu/lib\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "ldconfig", "-X", "-r", root)
+		return root
+	}
+	base := mkroot(image)
+	full := mkroot(append(slices.Clone(image[2:]), driver...))
+
+	c, _ := mustParseFile(t, filepath.Join(base, "etc/ld.so.cache"))
+	var add []Entry
+	for _, l := range driver {
+		e := Entry{Flags: x8664, Key: l.soname, Value: filepath.Join(l.dir, l.soname)}
+		if sub, ok := strings.CutPrefix(l.dir, "/opt/gpu/lib/glibc-hwcaps/"); ok {
+			// ldconfig records the file itself in glibc-hwcaps folders.
+			e.Value = filepath.Join(l.dir, l.file)
+			i := slices.Index(c.HWCaps, sub)
+			if i < 0 {
+				c.HWCaps = append(c.HWCaps, sub)
+				i = len(c.HWCaps) - 1
+			}
+			e.HWCap = HWCapExtension | uint64(i)
+		}
+		add = append(add, e)
+	}
+	c.Add(add...)
+	got, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCache, want := mustParseFile(t, filepath.Join(full, "etc/ld.so.cache"))
+	if !bytes.Equal(got, want) {
+		gotCache, err := Parse(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("Add+Marshal differs from ldconfig's cache: %s\n%s", firstDiff(got, want), diffLines(render(gotCache, "x"), render(wantCache, "x")))
+	}
+}
+
+// TestMergedCacheLoads writes a merged cache into a root that holds glibc
+// and checks that the root's own dynamic loader and ldconfig use it: a
+// program needing a library found only through the cache runs, and one
+// whose library the image also ships picks the added one.
+func TestMergedCacheLoads(t *testing.T) {
+	need(t, "gcc", "ldconfig", "chroot")
+	root := t.TempDir()
+	copyFile := func(src, dst string) {
+		t.Helper()
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(real)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, dst)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, dst), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ldconfig, err := exec.LookPath("ldconfig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile("/lib64/ld-linux-x86-64.so.2", "/lib64/ld-linux-x86-64.so.2")
+	copyFile("/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6")
+	copyFile(ldconfig, "/sbin/ldconfig")
+	for _, d := range []string{"etc", "usr/bin"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/ld.so.conf"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The image ships its own libfoo.so.1 in a default folder; the driver
+	// brings another, and libgpu.so.1, in a folder no configuration names.
+	newLibBuilder(t, "image libfoo").write(filepath.Join(root, "usr/lib/x86_64-linux-gnu"), "libfoo.so.1", "libfoo.so.1.0.0")
+	newLibBuilder(t, "driver libfoo").write(filepath.Join(root, "opt/gpu/lib"), "libfoo.so.1", "libfoo.so.1.2.3")
+	newLibBuilder(t, "driver libgpu").write(filepath.Join(root, "opt/gpu/lib"), "libgpu.so.1", "libgpu.so.580.65.06")
+	src := filepath.Join(t.TempDir(), "main.c")
+	if err := os.WriteFile(src, []byte("void foo(void);\nint main(void) { foo(); return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "gcc", "-o", filepath.Join(root, "usr/bin/foo"), src, filepath.Join(root, "opt/gpu/lib/libfoo.so.1"))
+	run(t, "gcc", "-o", filepath.Join(root, "usr/bin/gpu"), src, filepath.Join(root, "opt/gpu/lib/libgpu.so.1"))
+
+	// The image's own cache, as its ldconfig left it.
+	run(t, "ldconfig", "-X", "-r", root)
+	chroot := func(args ...string) (string, error) {
+		out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	programs := []struct {
+		prog, before, after string
+	}{
+		{"/usr/bin/foo", "image libfoo\n", "driver libfoo\n"},
+		{"/usr/bin/gpu", "libgpu.so.1: cannot open shared object file", "driver libgpu\n"},
+	}
+	for _, p := range programs {
+		out, _ := chroot(p.prog)
+		if !strings.Contains(out, p.before) {
+			t.Fatalf("before the merge, %s printed %q, want %q", p.prog, out, p.before)
+		}
+	}
+
+	cachePath := filepath.Join(root, "etc/ld.so.cache")
+	c, _ := mustParseFile(t, cachePath)
+	c.Add(
+		Entry{Flags: x8664, Key: "libfoo.so.1", Value: "/opt/gpu/lib/libfoo.so.1"},
+		Entry{Flags: x8664, Key: "libgpu.so.1", Value: "/opt/gpu/lib/libgpu.so.1"},
+	)
+	data, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := atomicfile.WriteFile(cachePath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, p := range programs {
+		out, err := chroot(p.prog)
+		if err != nil || out != p.after {
+			t.Errorf("after the merge, %s printed %q (%v), want %q", p.prog, out, err, p.after)
+		}
+		list, err := chroot("/lib64/ld-linux-x86-64.so.2", "--list", p.prog)
+		if err != nil || !strings.Contains(list, " => /opt/gpu/lib/") {
+			t.Errorf("ld.so --list %s: %v\n%s", p.prog, err, list)
+		}
+	}
+	want := render(c, "/etc/ld.so.cache")
+	if out, err := chroot("/sbin/ldconfig", "-p"); err != nil || out != want {
+		t.Errorf("the image's ldconfig -p (%v): %s", err, diffLines(out, want))
+	}
+	if out := run(t, "ldconfig", "-p", "-C", cachePath); out != strings.Replace(want, "/etc/ld.so.cache", cachePath, 1) {
+		t.Errorf("ldconfig -p -C: %s", diffLines(out, want))
+	}
+	if !strings.Contains(want, "libgpu.so.1 (libc6,x86-64) => /opt/gpu/lib/libgpu.so.1\n") || strings.Contains(want, "/usr/lib/x86_64-linux-gnu/libfoo.so.1") {
+		t.Errorf("merged cache:\n%s", want)
+	}
+}

@@ -1,0 +1,619 @@
+package mps
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/driver"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
+)
+
+// Manager starts, stops and reports the MPS control daemons of a host.
+type Manager struct {
+	driverRoot string
+	stateRoot  string
+	shmSize    config.Size
+	modes      ComputeModer
+	timeout    time.Duration
+}
+
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithDriverRoot sets where the driver's files are (default "/").
+func WithDriverRoot(root string) Option { return func(m *Manager) { m.driverRoot = root } }
+
+// WithStateRoot sets the folder of the daemons' pipe, log and shm folders
+// (default /run/gpuctk/mps).
+func WithStateRoot(root string) Option { return func(m *Manager) { m.stateRoot = root } }
+
+// WithShmSize sets the size of each device's /dev/shm tmpfs (default 1GiB).
+func WithShmSize(size config.Size) Option { return func(m *Manager) { m.shmSize = size } }
+
+// WithComputeModer puts each MPS-shared GPU in EXCLUSIVE_PROCESS compute
+// mode while its daemons run. Without it compute modes are left alone.
+func WithComputeModer(c ComputeModer) Option { return func(m *Manager) { m.modes = c } }
+
+// WithTimeout bounds how long starting or stopping one daemon may take
+// (default 10s).
+func WithTimeout(d time.Duration) Option { return func(m *Manager) { m.timeout = d } }
+
+// New returns a Manager.
+func New(opts ...Option) *Manager {
+	m := &Manager{driverRoot: "/", stateRoot: "/run/gpuctk/mps", shmSize: 1 << 30, timeout: 10 * time.Second}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Result says what Start or Stop did to one device's daemon.
+type Result struct {
+	Device Device `json:"device"`
+	// Action is "started", "already running", "stopped", "killed" (it did
+	// not quit in time) or "not running".
+	Action string `json:"action"`
+	PID    int    `json:"pid,omitempty"`
+}
+
+// Status is the state of one device's daemon.
+type Status struct {
+	Device  Device `json:"device"`
+	PID     int    `json:"pid,omitempty"`
+	PipeDir string `json:"pipeDir"`
+	// Answering is true when the daemon answers on its control socket.
+	Answering  bool `json:"answering"`
+	ShmMounted bool `json:"shmMounted"`
+	// Configured is false for a daemon gpuctk started for a device that
+	// the configuration no longer shares through MPS.
+	Configured bool `json:"configured"`
+}
+
+// Start validates every MPS-shared device in devs, then starts a daemon
+// for each that has none. A device whose daemon already answers is left
+// alone. A device that fails to start is left as it was found: no daemon,
+// no mount, its compute mode restored.
+func (m *Manager) Start(devs []Device) ([]Result, error) {
+	devs = mpsOnly(devs)
+	if len(devs) == 0 {
+		return nil, nil
+	}
+	if err := Validate(devs, m.driverRoot); err != nil {
+		return nil, err
+	}
+	if m.shmSize < 1<<20 {
+		return nil, fmt.Errorf("[mps] shm-size is %d bytes: it must be at least 1MiB", uint64(m.shmSize))
+	}
+	ctl, err := FindControl(m.driverRoot)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var results []Result
+	for _, d := range devs {
+		r, err := m.start(ctl, d)
+		if err != nil {
+			return results, fmt.Errorf("MPS device %s: %w", d, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Stop stops the daemons of the MPS-shared devices in devs and of every
+// other device gpuctk started a daemon for, unmounts their tmpfs and
+// restores compute modes. Stopping a device with no daemon is not an error.
+func (m *Manager) Stop(devs []Device) ([]Result, error) {
+	unlock, err := m.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	all, err := m.withStarted(mpsOnly(devs))
+	if err != nil {
+		return nil, err
+	}
+	ctl, ctlErr := FindControl(m.driverRoot)
+	var results []Result
+	for _, s := range all {
+		if ctlErr != nil && (m.pid(s.Device) > 0 || m.shmMounted(s.Device)) {
+			return results, ctlErr
+		}
+		r, err := m.stop(ctl, s.Device)
+		if err != nil {
+			return results, fmt.Errorf("MPS device %s: %w", s.Device, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Status reports the daemons of the MPS-shared devices in devs and of any
+// other device gpuctk started a daemon for.
+func (m *Manager) Status(devs []Device) ([]Status, error) {
+	all, err := m.withStarted(mpsOnly(devs))
+	if err != nil {
+		return nil, err
+	}
+	ctl, ctlErr := FindControl(m.driverRoot)
+	for i := range all {
+		s := &all[i]
+		s.PID = m.pid(s.Device)
+		s.ShmMounted = m.shmMounted(s.Device)
+		if ctlErr == nil {
+			s.Answering = m.answers(context.Background(), ctl, s.Device)
+		}
+	}
+	return all, nil
+}
+
+func mpsOnly(devs []Device) []Device {
+	var out []Device
+	for _, d := range devs {
+		if d.IsMPS() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// withStarted returns devs plus the devices the state root has a daemon
+// record for, as Statuses with Device, PipeDir and Configured set.
+func (m *Manager) withStarted(devs []Device) ([]Status, error) {
+	var out []Status
+	for _, d := range devs {
+		out = append(out, Status{Device: d, PipeDir: PipeDir(m.stateRoot, d.UUID), Configured: true})
+	}
+	started, err := m.started()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range started {
+		if !slices.ContainsFunc(devs, func(c Device) bool { return c.UUID == d.UUID }) {
+			out = append(out, Status{Device: d, PipeDir: PipeDir(m.stateRoot, d.UUID)})
+		}
+	}
+	return out, nil
+}
+
+// started returns the devices with a record in the state root.
+func (m *Manager) started() ([]Device, error) {
+	entries, err := os.ReadDir(m.stateRoot)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("MPS state: %w", err)
+	}
+	var out []Device
+	for _, e := range entries {
+		data, err := os.ReadFile(m.recordPath(e.Name()))
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("MPS state: %w", err)
+		}
+		var d Device
+		if err := json.Unmarshal(data, &d); err != nil {
+			return nil, fmt.Errorf("MPS state %s: %w", m.recordPath(e.Name()), err)
+		}
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b Device) int {
+		return cmp.Or(cmp.Compare(a.GPUIndex, b.GPUIndex), cmp.Compare(a.MIGIndex, b.MIGIndex))
+	})
+	return out, nil
+}
+
+func (m *Manager) recordPath(uuid string) string {
+	return filepath.Join(m.stateRoot, uuid, "device.json")
+}
+
+func (m *Manager) lock() (func(), error) {
+	if err := os.MkdirAll(m.stateRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("MPS state: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(m.stateRoot, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("MPS state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("MPS state: lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func (m *Manager) start(ctl string, d Device) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	pipe, logDir, shm := PipeDir(m.stateRoot, d.UUID), LogDir(m.stateRoot, d.UUID), ShmDir(m.stateRoot, d.UUID)
+	for _, dir := range []string{pipe, logDir, shm} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Result{}, err
+		}
+	}
+	if m.answers(ctx, ctl, d) {
+		return Result{Device: d, Action: "already running", PID: m.pid(d)}, nil
+	}
+	if pid := m.pid(d); pid > 0 {
+		return Result{}, fmt.Errorf("its daemon (pid %d) does not answer on %s: run `gpuctk mps stop`, then start again", pid, pipe)
+	}
+	// A daemon that died leaves its socket and pid file behind.
+	if err := clearDir(pipe); err != nil {
+		return Result{}, err
+	}
+	err := m.launch(ctx, ctl, d)
+	if err == nil {
+		var pid int
+		if pid, err = m.configure(ctx, ctl, d); err == nil {
+			return Result{Device: d, Action: "started", PID: pid}, nil
+		}
+	}
+	if _, serr := m.stop(ctl, d); serr != nil {
+		err = fmt.Errorf("%w (cleaning up: %v)", err, serr)
+	}
+	return Result{}, err
+}
+
+// launch mounts the tmpfs, sets the compute mode, records the device and
+// runs the daemon.
+func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
+	shm := ShmDir(m.stateRoot, d.UUID)
+	if !m.shmMounted(d) {
+		opts := fmt.Sprintf("size=%d,mode=1777", uint64(m.shmSize))
+		if err := syscall.Mount("gpuctk-mps", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, opts); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", shm, err)
+		}
+	}
+	if err := m.holdComputeMode(d); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(m.recordPath(d.UUID), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("MPS state: %w", err)
+	}
+	// The daemon forks and its parent exits; its output goes to a file
+	// rather than a pipe the daemon could hold open forever.
+	outPath := filepath.Join(LogDir(m.stateRoot, d.UUID), "gpuctk-start.out")
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, ctl, "-d")
+	cmd.Env = m.env(d, true)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := inShmNamespace(shm, cmd.Run); err != nil {
+		msg, _ := os.ReadFile(outPath)
+		if s := strings.TrimSpace(string(msg)); s != "" {
+			return fmt.Errorf("%s -d: %w: %s", ctl, err, firstLine(s))
+		}
+		return fmt.Errorf("%s -d: %w", ctl, err)
+	}
+	return nil
+}
+
+// configure waits until the daemon answers and sets its defaults.
+func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, error) {
+	for delay := 20 * time.Millisecond; !m.answers(ctx, ctl, d); delay = min(2*delay, 200*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("its daemon did not answer get_default_active_thread_percentage within %s: see %s",
+				m.timeout, filepath.Join(LogDir(m.stateRoot, d.UUID), "control.log"))
+		case <-time.After(delay):
+		}
+	}
+	p := d.ThreadPercentage
+	for _, c := range []string{
+		fmt.Sprintf("set_default_active_thread_percentage %d", p),
+		fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", d.PinnedMemoryMiB),
+	} {
+		if _, err := m.control(ctx, ctl, d, c); err != nil {
+			return 0, err
+		}
+	}
+	got, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
+	if err != nil {
+		return 0, err
+	}
+	if f, err := strconv.ParseFloat(got, 64); err != nil || int(f) != p {
+		return 0, fmt.Errorf("its daemon reports an active thread percentage of %q after it was set to %d", got, p)
+	}
+	return m.pid(d), nil
+}
+
+func (m *Manager) stop(ctl string, d Device) (Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+	defer cancel()
+	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
+	if ctl != "" && m.answers(ctx, ctl, d) {
+		if _, err := m.control(ctx, ctl, d, "quit"); err != nil {
+			return r, err
+		}
+		r.Action = "stopped"
+	}
+	for delay := 20 * time.Millisecond; m.pid(d) > 0; delay = min(2*delay, 200*time.Millisecond) {
+		if ctx.Err() != nil {
+			// It ignored quit or never answered: end it.
+			pid := m.pid(d)
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return r, fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
+			}
+			r.Action = "killed"
+			time.Sleep(100 * time.Millisecond)
+			break
+		}
+		time.Sleep(delay)
+	}
+	if m.shmMounted(d) {
+		shm := ShmDir(m.stateRoot, d.UUID)
+		// Lazily: a process that still has it open keeps its copy.
+		if err := syscall.Unmount(shm, syscall.MNT_DETACH); err != nil {
+			return r, fmt.Errorf("unmount %s: %w", shm, err)
+		}
+	}
+	if err := clearDir(PipeDir(m.stateRoot, d.UUID)); err != nil {
+		return r, err
+	}
+	if err := os.Remove(m.recordPath(d.UUID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r, fmt.Errorf("MPS state: %w", err)
+	}
+	return r, m.releaseComputeMode(d)
+}
+
+// env builds the daemon's or a client's environment from scratch: nothing
+// of gpuctk's own environment reaches the daemon.
+func (m *Manager) env(d Device, daemon bool) []string {
+	var path []string
+	if m.driverRoot != "/" {
+		for _, dir := range driver.BinDirs {
+			path = append(path, filepath.Join(m.driverRoot, dir))
+		}
+	}
+	path = append(path, "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+	env := []string{
+		"PATH=" + strings.Join(path, ":"),
+		"CUDA_MPS_PIPE_DIRECTORY=" + PipeDir(m.stateRoot, d.UUID),
+		"CUDA_MPS_LOG_DIRECTORY=" + LogDir(m.stateRoot, d.UUID),
+	}
+	if daemon {
+		// The device is ordinal 0 inside the daemon and its server.
+		env = append(env, "CUDA_VISIBLE_DEVICES="+d.UUID)
+	}
+	if m.driverRoot != "/" {
+		var libs []string
+		for _, dir := range driver.LibDirs {
+			if fi, err := os.Stat(filepath.Join(m.driverRoot, dir)); err == nil && fi.IsDir() {
+				libs = append(libs, filepath.Join(m.driverRoot, dir))
+			}
+		}
+		if len(libs) > 0 {
+			env = append(env, "LD_LIBRARY_PATH="+strings.Join(libs, ":"))
+		}
+	}
+	return env
+}
+
+// control sends one command to a device's daemon through the control
+// binary's client mode and returns the answer.
+func (m *Manager) control(ctx context.Context, ctl string, d Device, command string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ctl)
+	cmd.Env = m.env(d, false)
+	cmd.Dir = "/"
+	cmd.Stdin = strings.NewReader(command + "\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if s := strings.TrimSpace(stderr.String() + stdout.String()); s != "" {
+			err = fmt.Errorf("%w: %s", err, firstLine(s))
+		}
+		return "", fmt.Errorf("%s: %q: %w", ctl, command, err)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// answers reports whether the device's daemon answers a query.
+func (m *Manager) answers(ctx context.Context, ctl string, d Device) bool {
+	if _, err := os.Stat(filepath.Join(PipeDir(m.stateRoot, d.UUID), "control")); err != nil {
+		return false
+	}
+	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseFloat(out, 64)
+	return err == nil
+}
+
+// pidFile is where the control daemon writes its pid, in its pipe folder.
+const pidFile = "nvidia-cuda-mps-control.pid"
+
+// pid returns the pid of the device's running daemon, 0 when none runs.
+// The pid file is trusted only when that process is a control daemon.
+func (m *Manager) pid(d Device) int {
+	pipe := PipeDir(m.stateRoot, d.UUID)
+	if data, err := os.ReadFile(filepath.Join(pipe, pidFile)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && isControl(pid, "") {
+			return pid
+		}
+	}
+	// No pid file (or a stale one): look for a daemon serving this pipe.
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && isControl(pid, pipe) {
+			return pid
+		}
+	}
+	return 0
+}
+
+// isControl reports whether pid is a control daemon, serving pipe when
+// pipe is not empty.
+func isControl(pid int, pipe string) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	// The kernel keeps 15 characters of the name.
+	if err != nil || strings.TrimSpace(string(comm)) != controlName[:15] {
+		return false
+	}
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// A zombie has quit already.
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			return false
+		}
+	}
+	if pipe == "" {
+		return true
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return err == nil && slices.Contains(strings.Split(string(environ), "\x00"), "CUDA_MPS_PIPE_DIRECTORY="+pipe)
+}
+
+// shmMounted reports whether the device's tmpfs is mounted.
+func (m *Manager) shmMounted(d Device) bool {
+	return isMountPoint(ShmDir(m.stateRoot, d.UUID))
+}
+
+// isMountPoint reports whether path is a mount point in gpuctk's mount
+// namespace.
+func isMountPoint(path string) bool {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	path, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return false
+	}
+	f, err := os.Open("/proc/thread-self/mountinfo")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && unescapeMount(fields[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+// unescapeMount undoes the octal escapes of mountinfo (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// inShmNamespace runs fn on a thread in a new mount namespace where shm is
+// mounted on /dev/shm, so a process fn starts (the daemon) and its
+// children see that tmpfs as /dev/shm. Nothing done in the namespace
+// propagates to the host, and the namespace lives as long as the daemon.
+//
+// The thread goes back to the host's namespace before the goroutine ends,
+// and stays locked so Go discards it rather than reuse a thread whose
+// file-system attributes are no longer shared: were it the main thread,
+// which Go keeps, /proc/self would otherwise show the daemon's mounts.
+func inShmNamespace(shm string, fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		host, err := os.Open("/proc/thread-self/ns/mnt")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer host.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- fmt.Errorf("new mount namespace: %w", err)
+			return
+		}
+		defer func() {
+			if err := unix.Setns(int(host.Fd()), unix.CLONE_NEWNS); err != nil {
+				// Cannot happen for a thread that just unshared; if it
+				// did, the thread must not live on.
+				panic(fmt.Sprintf("mps: back to the host mount namespace: %v", err))
+			}
+		}()
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			errc <- fmt.Errorf("make mounts private: %w", err)
+			return
+		}
+		if err := unix.Mount(shm, "/dev/shm", "", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("mount %s on /dev/shm: %w", shm, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// clearDir removes what is in dir, keeping dir itself: containers that
+// have it bind-mounted see the next daemon's socket there.
+func clearDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,28 @@
+#!/bin/sh
+# gpuctk post-remove, for the .deb (postrm remove|purge|upgrade|...) and the
+# .rpm (%postun 0 on erase, 1 on upgrade).
+set -e
+
+case "$1" in
+remove | purge | 0) ;;
+*) exit 0 ;;
+esac
+
+# The generated spec names /usr/bin/gpuctk-hook, which is gone: a container
+# asking for a GPU would fail on the missing hook. Remove the spec only if
+# gpuctk wrote it (its hook call names gpuctk-hook), not another tool's.
+spec=/var/run/cdi/nvidia.yaml
+if [ -f "$spec" ] && grep -q gpuctk-hook "$spec"; then
+	rm -f "$spec"
+fi
+
+if [ "$1" = purge ]; then
+	rm -f /var/log/gpuctk-runtime.log
+	# dpkg removes the conffile; the folder may hold an admin's backups.
+	rmdir /etc/gpuctk 2>/dev/null || true
+fi
+
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload || true
+fi
+exit 0

@@ -1,0 +1,22 @@
+#!/bin/sh
+# gpuctk pre-remove, for the .deb (prerm remove|upgrade|...) and the .rpm
+# (%preun 0 on erase, 1 on upgrade). On removal it stops the units while
+# gpuctk (gpuctk-mps's ExecStop) is still there, and disables them. On
+# upgrade it leaves them running: restarting MPS would cut its clients off.
+set -e
+
+case "$1" in
+remove | 0) ;;
+*) exit 0 ;;
+esac
+
+units="gpuctk-cdi-refresh.path gpuctk-cdi-refresh.service gpuctk-mps.service"
+if [ -d /run/systemd/system ]; then
+	# shellcheck disable=SC2086 # one word per unit
+	systemctl stop $units || true
+fi
+if command -v systemctl >/dev/null 2>&1; then
+	# shellcheck disable=SC2086
+	systemctl disable $units >/dev/null 2>&1 || true
+fi
+exit 0

@@ -1,0 +1,407 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// The MPS tests drive `gpuctk mps` against the test double of
+// nvidia-cuda-mps-control (tests/mpsdouble), installed into a fake driver
+// root.
+
+var (
+	mpsDoubleOnce sync.Once
+	mpsDoubleBin  string
+	mpsDoubleErr  error
+)
+
+// mpsDriverRoot returns a driver root with the double installed as
+// usr/bin/nvidia-cuda-mps-control.
+func mpsDriverRoot(t *testing.T) string {
+	t.Helper()
+	mpsDoubleOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		mpsDoubleBin = filepath.Join(binDir, "mpsdouble")
+		cmd := exec.Command("go", "build", "-o", mpsDoubleBin, "./tests/mpsdouble")
+		cmd.Dir = filepath.Dir(filepath.Dir(file))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mpsDoubleErr = fmt.Errorf("build the MPS double: %v\n%s", err, out)
+		}
+	})
+	if mpsDoubleErr != nil {
+		t.Fatal(mpsDoubleErr)
+	}
+	root := t.TempDir()
+	data, err := os.ReadFile(mpsDoubleBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "usr/bin/nvidia-cuda-mps-control"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// mpsDaemonRuns reports whether pid is a live control daemon (a zombie
+// waiting for init to reap it has quit).
+func mpsDaemonRuns(pid int) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil || !strings.HasPrefix(string(comm), "nvidia-cuda-mps") {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(stat, ')')
+	return err == nil && i > 0 && len(stat) > i+2 && stat[i+2] != 'Z'
+}
+
+// runResult runs a command and returns its stdout, stderr and exit code.
+func runResult(t *testing.T, name string, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &exit):
+		return stdout.String(), stderr.String(), exit.ExitCode()
+	}
+	t.Fatalf("%s %v: %v", name, args, err)
+	return "", "", 0
+}
+
+// mpsEnv is a configuration, driver root and state root for `gpuctk mps`.
+type mpsEnv struct {
+	config, driverRoot, stateRoot string
+}
+
+func newMPSEnv(t *testing.T, configText string) *mpsEnv {
+	t.Helper()
+	e := &mpsEnv{driverRoot: mpsDriverRoot(t), stateRoot: t.TempDir()}
+	e.config = filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(e.config, []byte(configText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Stop whatever a failed test left running, before the temp
+		// folders go.
+		runResult(t, bin("gpuctk"), e.args("stop", "dgx-a100")...)
+	})
+	return e
+}
+
+func (e *mpsEnv) args(sub, simulate string, extra ...string) []string {
+	return append([]string{"mps", sub, "--config", e.config, "--simulate", simulate,
+		"--driver-root", e.driverRoot, "--state-root", e.stateRoot}, extra...)
+}
+
+// mpsRecord is what the double writes to mpsdouble.json.
+type mpsRecord struct {
+	PID                    int               `json:"pid"`
+	CUDAVisibleDevices     string            `json:"cudaVisibleDevices"`
+	ActiveThreadPercentage float64           `json:"activeThreadPercentage"`
+	PinnedMemLimits        map[string]string `json:"pinnedMemLimits"`
+	Commands               []string          `json:"commands"`
+}
+
+func (e *mpsEnv) record(t *testing.T, uuid string) mpsRecord {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.stateRoot, uuid, "log", "mpsdouble.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r mpsRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+const (
+	dgxGPU0 = "GPU-13fe3248-4da8-65f8-e972-3f15eef51793"
+	dgxMIG  = "MIG-e725a1d6-821a-631f-4190-9a9fdbd7b22a" // 7:0, 3g.20gb, mig-12
+)
+
+const mpsConfig = `
+[[sharing]]
+devices = ["0"]
+strategy = "mps"
+replicas = 4
+active-thread-percentage = 25
+pinned-memory-limit = "20GiB"
+
+[[sharing]]
+devices = ["7:0"]
+strategy = "mps"
+replicas = 2
+
+[mps]
+shm-size = "64MiB"
+`
+
+func TestMPSStartStatusStop(t *testing.T) {
+	e := newMPSEnv(t, mpsConfig)
+	gpuctk := bin("gpuctk")
+
+	out := run(t, gpuctk, e.args("start", "dgx-a100")...)
+	gpu0 := e.record(t, dgxGPU0)
+	mig := e.record(t, dgxMIG)
+	want := fmt.Sprintf("GPU 0 (%s): started, pid %d (4 replicas, 25%% threads, 20480M pinned memory each)\n"+
+		"MIG device 7:0 (%s): started, pid %d (2 replicas, 50%% threads, 9984M pinned memory each)\n", dgxGPU0, gpu0.PID, dgxMIG, mig.PID)
+	if out != want {
+		t.Errorf("start printed\n%s\nwant\n%s", out, want)
+	}
+	// The double got its device and the defaults.
+	if gpu0.CUDAVisibleDevices != dgxGPU0 || gpu0.ActiveThreadPercentage != 25 || gpu0.PinnedMemLimits["0"] != "20480M" {
+		t.Errorf("GPU 0 daemon: %+v", gpu0)
+	}
+	if mig.CUDAVisibleDevices != dgxMIG || mig.ActiveThreadPercentage != 50 || mig.PinnedMemLimits["0"] != "9984M" {
+		t.Errorf("MIG daemon: %+v", mig)
+	}
+
+	var st []struct {
+		Name                   string `json:"name"`
+		UUID                   string `json:"uuid"`
+		MIG                    *int   `json:"mig"`
+		State                  string `json:"state"`
+		PID                    int    `json:"pid"`
+		PipeDir                string `json:"pipeDir"`
+		Answering              bool   `json:"answering"`
+		ShmMounted             bool   `json:"shmMounted"`
+		Replicas               int    `json:"replicas"`
+		ActiveThreadPercentage int    `json:"activeThreadPercentage"`
+		PinnedMemoryLimitMiB   uint64 `json:"pinnedMemoryLimitMiB"`
+	}
+	if err := json.Unmarshal([]byte(run(t, gpuctk, e.args("status", "dgx-a100", "--json")...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Name != "0" || st[0].State != "running" || st[0].PID != gpu0.PID || !st[0].Answering || !st[0].ShmMounted ||
+		st[0].PipeDir != filepath.Join(e.stateRoot, dgxGPU0, "pipe") || st[0].Replicas != 4 || st[0].ActiveThreadPercentage != 25 || st[0].PinnedMemoryLimitMiB != 20480 ||
+		st[1].Name != "mig-12" || st[1].MIG == nil || *st[1].MIG != 0 || st[1].State != "running" || st[1].PID != mig.PID {
+		t.Errorf("status --json = %+v", st)
+	}
+	table := run(t, gpuctk, e.args("status", "dgx-a100")...)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "DEVICE") || !strings.Contains(lines[1], fmt.Sprintf("running  %d", gpu0.PID)) ||
+		!strings.HasPrefix(lines[2], "mig-12 (7:0)") {
+		t.Errorf("status table:\n%s", table)
+	}
+
+	// Start again: the daemons are left alone.
+	out = run(t, gpuctk, e.args("start", "dgx-a100")...)
+	if !strings.Contains(out, fmt.Sprintf("GPU 0 (%s): already running, pid %d", dgxGPU0, gpu0.PID)) || strings.Contains(out, "started") {
+		t.Errorf("second start printed\n%s", out)
+	}
+
+	out = run(t, gpuctk, e.args("stop", "dgx-a100")...)
+	want = fmt.Sprintf("GPU 0 (%s): stopped, pid %d\nMIG device 7:0 (%s): stopped, pid %d\n", dgxGPU0, gpu0.PID, dgxMIG, mig.PID)
+	if out != want {
+		t.Errorf("stop printed\n%s\nwant\n%s", out, want)
+	}
+	if r := e.record(t, dgxGPU0); r.Commands[len(r.Commands)-1] != "quit" {
+		t.Errorf("GPU 0 daemon's last command %q", r.Commands[len(r.Commands)-1])
+	}
+	if mpsDaemonRuns(gpu0.PID) || mpsDaemonRuns(mig.PID) {
+		t.Errorf("a daemon still runs")
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), e.stateRoot) {
+		t.Errorf("mounts left under %s", e.stateRoot)
+	}
+	table = run(t, gpuctk, e.args("status", "dgx-a100")...)
+	if strings.Count(table, "not running") != 2 {
+		t.Errorf("status after stop:\n%s", table)
+	}
+	_, stderr, code := runResult(t, gpuctk, e.args("stop", "dgx-a100")...)
+	if code != 0 || stderr != "no MPS daemon started by gpuctk to stop\n" {
+		t.Errorf("second stop: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestMPSBadInput(t *testing.T) {
+	entry := func(devices string, replicas int, extra string) string {
+		return fmt.Sprintf("[[sharing]]\ndevices = [%s]\nstrategy = \"mps\"\nreplicas = %d\n%s", devices, replicas, extra)
+	}
+	for _, tc := range []struct {
+		name, simulate, config string
+		args                   []string
+		want                   string // stderr, after "gpuctk: ", with %s for the config file
+	}{
+		{"too many replicas", "dgx-a100", entry(`"0"`, 49, ""), nil,
+			"MPS device GPU 0 (" + dgxGPU0 + "): replicas is 49: at most 48 (the most clients an MPS server takes)"},
+		{"too many replicas before Volta", "p100", entry(`"1"`, 17, ""), nil,
+			"MPS device GPU 1 (GPU-d276b9c1-f0b2-3546-4b07-f27d72113be5): replicas is 17: at most 16 (the most clients an MPS server takes on a GPU older than Volta)"},
+		{"too many replicas on a small MIG instance", "dgx-a100", entry(`"4:0"`, 15, ""), nil,
+			"MPS device MIG device 4:0 (MIG-4f372b7b-fd65-b445-a712-a1601122affe): replicas is 15: at most 14 (one client per SM of this MIG instance, which has 14)"},
+		{"memory limit above device memory", "dgx-a100", entry(`"0"`, 2, "pinned-memory-limit = \"41GiB\"\n"), nil,
+			"MPS device GPU 0 (" + dgxGPU0 + "): pinned-memory-limit is 41984MiB: the device has only 40960MiB"},
+		{"thread percentage", "dgx-a100", entry(`"0"`, 2, "active-thread-percentage = 101\n"), nil,
+			`config %s: [[sharing]] entry 1: "active-thread-percentage" is 101: it must be from 1 to 100`},
+		{"one replica", "dgx-a100", entry(`"0"`, 1, ""), nil,
+			`config %s: [[sharing]] entry 1: "replicas" is 1: a shared device needs at least 2 replicas`},
+		{"selector matches nothing", "dgx-a100", entry(`"9"`, 2, ""), nil,
+			`config %s: [[sharing]] entry 1: selector "9" matches no device on this host`},
+		{"binary missing", "dgx-a100", entry(`"0"`, 2, ""), []string{"--driver-root", "/nonexistent"},
+			"driver root /nonexistent: nvidia-cuda-mps-control is not in /usr/bin, /usr/sbin, /bin, /sbin, /usr/local/bin, /usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
+		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
+			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newMPSEnv(t, tc.config)
+			stdout, stderr, code := runResult(t, bin("gpuctk"), e.args("start", tc.simulate, tc.args...)...)
+			want := "gpuctk: " + tc.want + "\n"
+			if strings.Contains(want, "%s") {
+				want = fmt.Sprintf(want, e.config)
+			}
+			if code == 0 || stderr != want || stdout != "" {
+				t.Errorf("exit %d, stdout %q\nstderr %q\nwant   %q", code, stdout, stderr, want)
+			}
+			if entries, _ := os.ReadDir(e.stateRoot); len(entries) != 0 {
+				t.Errorf("state root holds %v after a refused start", entries)
+			}
+		})
+	}
+}
+
+// installMPSDouble puts the double in a driver root as its
+// nvidia-cuda-mps-control.
+func installMPSDouble(t *testing.T, driverRoot string) {
+	t.Helper()
+	src := filepath.Join(mpsDriverRoot(t), "usr/bin/nvidia-cuda-mps-control")
+	copyFile(t, src, filepath.Join(driverRoot, "usr/bin/nvidia-cuda-mps-control"), 0o755)
+}
+
+// insideMPS prints what a container sees of its MPS client set-up.
+const insideMPS = `env | grep ^CUDA_MPS_ | sort; ` +
+	`test -S /tmp/nvidia-mps/control && echo SOCKET; ` +
+	`echo MARKER=$(cat /dev/shm/mpsdouble); ` +
+	`echo SHMDEV=$(stat -c %d /dev/shm); ` +
+	`echo hello > /dev/shm/from-container && echo WROTE; true`
+
+func TestPodmanMPS(t *testing.T) {
+	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
+	installMPSDouble(t, driverRoot)
+	state := t.TempDir()
+	cfg := writeConfig(t, fmt.Sprintf(`
+[[sharing]]
+devices = ["0"]
+strategy = "mps"
+replicas = 4
+active-thread-percentage = 25
+pinned-memory-limit = "20GiB"
+
+[[sharing]]
+devices = ["mig-0"]
+strategy = "mps"
+replicas = 2
+
+[mps]
+state-root = %q
+shm-size = "64MiB"
+`, state))
+	mpsArgs := func(sub string) []string {
+		return []string{"mps", sub, "--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}
+	}
+	t.Cleanup(func() { runResult(t, bin("gpuctk"), mpsArgs("stop")...) })
+	run(t, bin("gpuctk"), mpsArgs("start")...)
+
+	vendor := uniqueVendor()
+	spec := systemSpecPath(t, vendor)
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
+		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
+	rootfs := busyboxRoot(t, false)
+
+	const mig0 = "MIG-4f372b7b-fd65-b445-a712-a1601122affe" // GPU 4's MIG device 0, 1g.5gb, 4864MiB
+	for _, tc := range []struct {
+		device, uuid, percent, limit string
+	}{
+		{"0::1", dgxGPU0, "25", "20480M"},
+		{"mig-0::0", mig0, "50", "2432M"},
+		{"GPU-13fe3248-4da8-65f8-e972-3f15eef51793::3", dgxGPU0, "25", "20480M"},
+	} {
+		t.Run(tc.device, func(t *testing.T) {
+			shm := filepath.Join(state, tc.uuid, "shm")
+			os.Remove(filepath.Join(shm, "from-container"))
+			out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=" + tc.device}, insideMPS)
+			if err != nil {
+				t.Fatalf("podman: %v\n%s", err, out)
+			}
+			t.Logf("inside:\n%s", out)
+			var st syscall.Stat_t
+			if err := syscall.Stat(shm, &st); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{
+				"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + tc.percent,
+				"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=" + tc.limit,
+				"CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps",
+				// The daemon's pipe, and /dev/shm is the daemon's tmpfs:
+				// the file the daemon keeps there, the same file system,
+				// and what the container writes reaches the daemon's side.
+				"SOCKET",
+				"MARKER=" + tc.uuid,
+				fmt.Sprintf("SHMDEV=%d", st.Dev),
+				"WROTE",
+			}
+			if got := lines(out); strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("inside the container:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			if data, err := os.ReadFile(filepath.Join(shm, "from-container")); err != nil || string(data) != "hello\n" {
+				t.Errorf("the container's /dev/shm write is not in the daemon's tmpfs: %q, %v", data, err)
+			}
+		})
+	}
+
+	// The double got the defaults, so a client that drops its env still
+	// gets at most its share.
+	e := &mpsEnv{stateRoot: state}
+	if r := e.record(t, dgxGPU0); r.ActiveThreadPercentage != 25 || r.PinnedMemLimits["0"] != "20480M" || r.CUDAVisibleDevices != dgxGPU0 {
+		t.Errorf("GPU 0 daemon: %+v", r)
+	}
+	if r := e.record(t, mig0); r.ActiveThreadPercentage != 50 || r.PinnedMemLimits["0"] != "2432M" || r.CUDAVisibleDevices != mig0 {
+		t.Errorf("mig-0 daemon: %+v", r)
+	}
+
+	// With the daemon stopped, the hook refuses the container and says why.
+	run(t, bin("gpuctk"), mpsArgs("stop")...)
+	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0::1"}, "true")
+	want := "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("podman with the daemon stopped: %v\n%s\nwant the output to hold %q", err, out, want)
+	}
+	// A time-sliced or whole device does not depend on any daemon.
+	out, err = podman(t, rootfs, []string{"--device", vendor + "/gpu=1"}, "grep -q /tmp/nvidia-mps /proc/self/mountinfo && echo MPS; env | grep CUDA_MPS; true")
+	if err != nil || strings.Contains(out, "MPS") {
+		t.Errorf("GPU 1 with MPS daemons stopped: %v\n%s", err, out)
+	}
+}
+
+func TestMPSGenerateRefusesBadSharing(t *testing.T) {
+	cfg := writeConfig(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 49\n")
+	out := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(out, []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runResult(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", cfg, "--output", out)
+	if code == 0 || !strings.Contains(stderr, "MPS device GPU 0 ("+dgxGPU0+"): replicas is 49: at most 48") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if data, _ := os.ReadFile(out); string(data) != "old\n" {
+		t.Errorf("the spec file changed: %q", data)
+	}
+}
