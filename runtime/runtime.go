@@ -152,21 +152,24 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		}
 		return fmt.Errorf("bundle %s: %w", bundle, err)
 	}
-	// Decoding the whole spec costs about 1 ms in a fresh process; the
-	// parts that say whether it asks for devices cost a tenth of that.
-	var probe struct {
-		Process *struct {
-			Env []string `json:"env"`
-		} `json:"process"`
-		Annotations map[string]string `json:"annotations"`
-		Mounts      []specs.Mount     `json:"mounts"`
+	doc, err := parseBundleSpec(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return fmt.Errorf("%s: %w", path, jsonError(data, err))
+	// The members that say whether the container asks for devices first:
+	// decoding the whole process costs more, and most containers ask for
+	// nothing.
+	var env struct {
+		Env []string `json:"env"`
 	}
-	asked := specs.Spec{Annotations: probe.Annotations, Mounts: probe.Mounts}
-	if probe.Process != nil {
-		asked.Process = &specs.Process{Env: probe.Process.Env}
+	var asked specs.Spec
+	for key, dst := range map[string]any{"process": &env, "annotations": &asked.Annotations, "mounts": &asked.Mounts} {
+		if err := doc.decode(key, dst); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if _, ok := doc["process"]; ok {
+		asked.Process = &specs.Process{Env: env.Env}
 	}
 	kind := r.cfg.CDI.Vendor + "/" + r.cfg.CDI.Class
 	req, err := requested(&asked, kind)
@@ -177,9 +180,11 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
-	var spec specs.Spec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return fmt.Errorf("%s: %w", path, jsonError(data, err))
+	spec := specs.Spec{Annotations: asked.Annotations, Mounts: asked.Mounts}
+	for key, dst := range map[string]any{"process": &spec.Process, "hooks": &spec.Hooks, "linux": &spec.Linux} {
+		if err := doc.decode(key, dst); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
 	if err := r.inject(&spec, req, kind); err != nil {
 		return err
@@ -188,7 +193,12 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if dropLegacyHooks(&spec) {
 		log.Infof("create %s: dropped the legacy nvidia-container-runtime-hook", inv.id)
 	}
-	out, err := json.Marshal(&spec)
+	for key, v := range map[string]any{"process": spec.Process, "mounts": spec.Mounts, "hooks": spec.Hooks, "linux": spec.Linux} {
+		if err := doc.set(key, v); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	out, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
