@@ -1,10 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 )
 
 // bundleSpec is a config.json decoded only as far as CDI edits reach:
@@ -51,6 +54,25 @@ func (b bundleSpec) set(key string, v any) error {
 	}
 	b[key] = raw
 	return nil
+}
+
+// bytes encodes the document, members in name order, each as it was read
+// or set.
+func (b bundleSpec) bytes() []byte {
+	keys := slices.Sorted(maps.Keys(b))
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		name, _ := json.Marshal(k)
+		out.Write(name)
+		out.WriteByte(':')
+		out.Write(b[k])
+	}
+	out.WriteByte('}')
+	return out.Bytes()
 }
 
 // prefixField names the member a type error happened in.

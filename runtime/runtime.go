@@ -198,10 +198,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
+	out := doc.bytes()
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()

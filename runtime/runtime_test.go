@@ -413,3 +413,29 @@ func TestCache(t *testing.T) {
 		}
 	})
 }
+
+// Members CDI does not edit stay as they were, even ones this runtime-spec
+// does not know.
+func TestCreateKeepsOtherMembers(t *testing.T) {
+	f := newFixture(t, withEnv("0"))
+	var doc map[string]json.RawMessage
+	data, _ := os.ReadFile(f.config)
+	json.Unmarshal(data, &doc)
+	// Written by hand, so that the spacing is not encoding/json's.
+	data = append([]byte(`{"org.example.future": {"b": 2,  "a": [1, 2]},`), data[1:]...)
+	os.WriteFile(f.config, data, 0o600)
+	json.Unmarshal(data, &doc)
+	if err := f.rt.Run([]string{"create", "--bundle", f.bundle, "ctr1"}); err != nil {
+		t.Fatal(err)
+	}
+	var after map[string]json.RawMessage
+	data, _ = os.ReadFile(f.config)
+	if err := json.Unmarshal(data, &after); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"org.example.future", "root", "hostname", "ociVersion"} {
+		if !bytes.Equal(after[key], doc[key]) {
+			t.Errorf("%s = %s, want %s as it was", key, after[key], doc[key])
+		}
+	}
+}
