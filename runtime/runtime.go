@@ -51,6 +51,25 @@ func New(opts ...Option) *Runtime {
 	return r
 }
 
+// Main is gpuctk-runtime: it loads the settings and runs args. A broken
+// configuration fails create, in runc's log too, but not the other
+// commands: it must not keep containers from being stopped and deleted.
+func Main(args []string) error {
+	s, err := LoadSettings()
+	if err != nil {
+		inv := parseArgs(args)
+		if inv.command == "create" {
+			err = fmt.Errorf("create %s: %w", inv.id, err)
+			log := newLogger("", inv)
+			log.Errorf("%v", err)
+			log.Close()
+			return err
+		}
+		s = DefaultSettings()
+	}
+	return New(WithSettings(s)).Run(args)
+}
+
 // Run handles a runc command line (without the program name): it prepares
 // the bundle on create, then execs the real runtime with args untouched.
 // It returns only on error, or after a replaced exec returns.

@@ -400,3 +400,25 @@ func TestRuntimeConfigure(t *testing.T) {
 		}
 	}
 }
+
+// A broken configuration fails create, saying where, and leaves the other
+// commands working so containers can still be deleted.
+func TestRuntimeBrokenConfig(t *testing.T) {
+	cfg := writeConfig(t, "[runtime]\nruntimes = \"runc\"\n")
+	log := filepath.Join(t.TempDir(), "log.json")
+	cmd := exec.Command(bin("gpuctk-runtime"), "--log", log, "--log-format", "json", "create", "--bundle", t.TempDir(), "ctr1")
+	cmd.Env = append(os.Environ(), "GPUCTK_CONFIG="+cfg)
+	out, err := cmd.CombinedOutput()
+	want := "gpuctk-runtime: create ctr1: config " + cfg + ": line 2 column 12: runtime.runtimes: cannot decode TOML string into []string\n"
+	if err == nil || string(out) != want {
+		t.Errorf("create: %v\n%q\nwant %q", err, out, want)
+	}
+	if data, _ := os.ReadFile(log); !strings.Contains(string(data), `"level":"error"`) || !strings.Contains(string(data), "runtime.runtimes") {
+		t.Errorf("runc's log: %s", data)
+	}
+	cmd = exec.Command(bin("gpuctk-runtime"), "--version")
+	cmd.Env = append(os.Environ(), "GPUCTK_CONFIG="+cfg)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "runc version") {
+		t.Errorf("--version with a broken config: %v\n%s", err, out)
+	}
+}

@@ -10,11 +10,7 @@ import (
 )
 
 func main() {
-	s, err := runtime.LoadSettings()
-	if err == nil {
-		err = runtime.New(runtime.WithSettings(s)).Run(os.Args[1:])
-	}
-	if err != nil {
+	if err := runtime.Main(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuctk-runtime:", err)
 		os.Exit(1)
 	}
