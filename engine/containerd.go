@@ -15,7 +15,10 @@ import (
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
-const runcShim = "io.containerd.runc.v2"
+const (
+	runcShim       = "io.containerd.runc.v2"
+	cdiAnnotations = "cdi.k8s.io/*"
+)
 
 // Markers of our edits to containerd's main config, so that uninstall
 // takes back exactly what configure put there.
@@ -85,6 +88,15 @@ func containerdDropIn(o Options, main map[string]any, version int) ([]byte, erro
 	}
 	rt := deepCopy(base)
 	rt["runtime_type"] = runcShim
+	// CRI hands the runtime only the annotations a runtime allows. Device
+	// plugins ask for CDI devices by annotation, which containerd 1.7 does
+	// not resolve itself without enable_cdi: let them through to
+	// gpuctk-runtime. (containerd 2.x resolves them, and the runtime then
+	// sees NVIDIA_VISIBLE_DEVICES=void and leaves them be.)
+	anns, _ := rt["container_annotations"].([]any)
+	if !slices.Contains(anns, any(cdiAnnotations)) {
+		rt["container_annotations"] = append(slices.Clip(anns), cdiAnnotations)
+	}
 	opts, _ := rt["options"].(map[string]any)
 	if opts == nil {
 		opts = map[string]any{}

@@ -34,14 +34,20 @@ type request struct {
 // that asks for anything wins: annotations, then the environment, then
 // mounts. It returns nil when the container asks for nothing. kind is the
 // vendor/class that qualifies our short device names ("0", "mig-0").
+//
+// NVIDIA_VISIBLE_DEVICES=void means the devices are in already: our specs'
+// common edits set it, so a container whose engine injected the devices
+// itself (containerd 2.x and CRI-O resolve cdi.k8s.io/ annotations) is not
+// given them twice.
 func requested(spec *specs.Spec, kind string) (*request, error) {
+	val := envValue(spec)
+	if strings.TrimSpace(val) == "void" {
+		return nil, nil
+	}
 	if r, err := fromAnnotations(spec.Annotations); r != nil || err != nil {
 		return r, err
 	}
-	val := envValue(spec)
 	switch strings.TrimSpace(val) {
-	case "void":
-		return nil, nil
 	case "none":
 		return &request{source: EnvVar + "=none", commonOnly: true}, nil
 	case "", MountDir:

@@ -43,6 +43,7 @@ func TestRequested(t *testing.T) {
 		{name: "env last wins", spec: specs.Spec{Process: env("all", "1")},
 			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=1"}}},
 		{name: "env void beats mounts", spec: specs.Spec{Process: env("void"), Mounts: []specs.Mount{devnull(MountDir + "/0")}}},
+		{name: "env void beats annotations", spec: specs.Spec{Process: env("void"), Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=0"}}},
 		{name: "env bad name", spec: specs.Spec{Process: env("0,gpu zero")},
 			wantErr: `NVIDIA_VISIBLE_DEVICES=0,gpu zero: "gpu zero" is not a device name`},
 		{name: "env bad qualified name", spec: specs.Spec{Process: env("nvidia.com=0")},

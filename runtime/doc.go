@@ -12,7 +12,13 @@
 // sets NVIDIA_VISIBLE_DEVICES=void so nothing injects twice, drops a legacy
 // nvidia-container-runtime-hook, writes config.json back atomically and
 // execs the real runtime. A create that requests nothing leaves config.json
-// untouched, byte for byte.
+// untouched, byte for byte; so does one whose NVIDIA_VISIBLE_DEVICES is
+// already void, which is how an engine that injected the devices itself
+// (containerd 2.x and CRI-O resolve cdi.k8s.io/ annotations) leaves it.
+//
+// Resolved devices are cached under [runtime] cache-dir, per state of the
+// spec dirs, so that create reads a small file instead of parsing every
+// spec: see cache.go.
 //
 // Its log goes to files, never to the stdout its caller reads: the file in
 // [runtime] log-file of the configuration, and the file of runc's global

@@ -130,16 +130,13 @@ func TestCRIRuntimeClass(t *testing.T) {
 	if out, err := exec.Command(tool(t, "ctr"), "-a", c.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput(); err != nil {
 		t.Fatalf("ctr images import: %v\n%s", err, out)
 	}
-	cri := func(env ...string) (string, error) {
-		args := []string{"-socket", c.sock, "-handler", "nvidia", "-image", image, "-log-dir", t.TempDir()}
-		for _, e := range env {
-			args = append(args, "-env", e)
-		}
+	cri := func(flags ...string) (string, error) {
+		args := append([]string{"-socket", c.sock, "-handler", "nvidia", "-image", image, "-log-dir", t.TempDir()}, flags...)
 		args = append(args, "--", "/bin/sh", "-c", inspect)
 		out, err := exec.Command(tool(t, "criclient"), args...).CombinedOutput()
 		return string(out), err
 	}
-	out, err := cri("NVIDIA_VISIBLE_DEVICES=mig-0")
+	out, err := cri("-env", "NVIDIA_VISIBLE_DEVICES=mig-0")
 	if err != nil {
 		t.Fatalf("pod with runtime handler nvidia: %v\n%s", err, out)
 	}
@@ -148,7 +145,20 @@ func TestCRIRuntimeClass(t *testing.T) {
 		t.Errorf("gpuctk-runtime's log:\n%s", log)
 	}
 
-	out, err = cri("NVIDIA_VISIBLE_DEVICES=mig-99")
+	// A device plugin's CDI annotation: containerd 2.x injects the device
+	// itself, and the runtime, seeing NVIDIA_VISIBLE_DEVICES=void from the
+	// spec, does not inject it again.
+	os.Truncate(h.log, 0)
+	out, err = cri("-annotation", "cdi.k8s.io/gpuctk-plugin_mig-0="+h.vendor+"/gpu=mig-0")
+	if err != nil {
+		t.Fatalf("pod with a CDI annotation: %v\n%s", err, out)
+	}
+	checkInside(t, out, mig0Nodes)
+	if log, _ := os.ReadFile(h.log); strings.Contains(string(log), "injected") {
+		t.Errorf("the runtime injected devices containerd had injected:\n%s", log)
+	}
+
+	out, err = cri("-env", "NVIDIA_VISIBLE_DEVICES=mig-99")
 	if want := "unknown device " + h.vendor + "/gpu=mig-99"; err == nil || !strings.Contains(out, want) {
 		t.Errorf("pod asking for an unknown device: %v\n%s\nwant the runtime's error %q", err, out, want)
 	}

@@ -3,7 +3,7 @@
 // It stands in for crictl, which the Go module proxy refuses to serve, in
 // gpuctk's end-to-end tests; mk/runtime.mk builds it into .cache/tools.
 //
-//	criclient -socket S -handler nvidia -image IMG -env K=V -- /bin/sh -c '...'
+//	criclient -socket S -handler nvidia -image IMG [-env K=V] [-annotation K=V] -- /bin/sh -c '...'
 //
 // The sandbox uses the host's network, so no CNI plugin is needed. It
 // exits 0 when the container did, 1 otherwise.
@@ -40,8 +40,9 @@ func run() error {
 	handler := flag.String("handler", "", "runtime handler (runtime class)")
 	image := flag.String("image", "", "image of the container")
 	logDir := flag.String("log-dir", os.TempDir(), "folder for the container's log")
-	var env envFlag
+	var env, annotations envFlag
 	flag.Var(&env, "env", "K=V for the container, repeatable")
+	flag.Var(&annotations, "annotation", "K=V annotation of the container, repeatable")
 	flag.Parse()
 	if *socket == "" || *image == "" || flag.NArg() == 0 {
 		return fmt.Errorf("usage: criclient -socket S [-handler H] -image IMG [-env K=V]... -- COMMAND...")
@@ -76,15 +77,21 @@ func run() error {
 		k, v, _ := strings.Cut(kv, "=")
 		envs = append(envs, &cri.KeyValue{Key: k, Value: []byte(v)})
 	}
+	anns := map[string]string{}
+	for _, kv := range annotations {
+		k, v, _ := strings.Cut(kv, "=")
+		anns[k] = v
+	}
 	ctr, err := rs.CreateContainer(ctx, &cri.CreateContainerRequest{
 		PodSandboxId:  sb.PodSandboxId,
 		SandboxConfig: sandboxConfig,
 		Config: &cri.ContainerConfig{
-			Metadata: &cri.ContainerMetadata{Name: "work"},
-			Image:    &cri.ImageSpec{Image: *image},
-			Command:  flag.Args(),
-			Envs:     envs,
-			LogPath:  "work.log",
+			Metadata:    &cri.ContainerMetadata{Name: "work"},
+			Image:       &cri.ImageSpec{Image: *image},
+			Command:     flag.Args(),
+			Envs:        envs,
+			Annotations: anns,
+			LogPath:     "work.log",
 		},
 	})
 	if err != nil {
