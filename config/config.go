@@ -71,6 +71,9 @@ type Runtime struct {
 	// Runtimes are the low-level runtimes to exec, first found wins.
 	Runtimes []string `toml:"runtimes"`
 	LogFile  string   `toml:"log-file"`
+	// CacheDir holds the devices' edits as resolved from the CDI specs,
+	// so that a container start reads a small file, not every spec.
+	CacheDir string `toml:"cache-dir"`
 }
 
 // Default returns the configuration used when no file exists.
@@ -101,6 +104,7 @@ func (c *Config) setDefaults() {
 		c.Runtime.Runtimes = []string{"runc", "crun"}
 	}
 	setDefault(&c.Runtime.LogFile, "/var/log/gpuctk-runtime.log")
+	setDefault(&c.Runtime.CacheDir, "/run/gpuctk/runtime-cache")
 }
 
 func setDefault(s *string, v string) {

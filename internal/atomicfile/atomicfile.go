@@ -10,7 +10,20 @@ import (
 )
 
 // WriteFile replaces path with data, atomically, with the given mode.
-func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
+func WriteFile(path string, data []byte, mode os.FileMode) error {
+	return write(path, data, mode, true)
+}
+
+// WriteFileNoSync is WriteFile without the fsync: readers still see the
+// old content or the new, but a crash may leave neither. It is for files
+// that do not outlive the boot and are read at once, such as an OCI
+// bundle's config.json on its way to runc, where an fsync would only add
+// the disk's latency to every container start.
+func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
+	return write(path, data, mode, false)
+}
+
+func write(path string, data []byte, mode os.FileMode, sync bool) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -32,7 +45,10 @@ func WriteFile(path string, data []byte, mode os.FileMode) (err error) {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = tmp.Sync(); err != nil {
+	if sync {
+		err = tmp.Sync()
+	}
+	if err != nil {
 		tmp.Close()
 		return fmt.Errorf("write %s: %w", path, err)
 	}

@@ -7,6 +7,14 @@ import (
 )
 
 func TestWriteFile(t *testing.T) {
+	for name, write := range map[string]func(string, []byte, os.FileMode) error{
+		"WriteFile": WriteFile, "WriteFileNoSync": WriteFileNoSync,
+	} {
+		t.Run(name, func(t *testing.T) { testWriteFile(t, write) })
+	}
+}
+
+func testWriteFile(t *testing.T, WriteFile func(string, []byte, os.FileMode) error) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "spec.yaml")
 	if err := WriteFile(p, []byte("one"), 0o644); err != nil {

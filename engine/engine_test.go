@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+const runtimePath = "/usr/bin/gpuctk-runtime"
+
+// golden compares a file written under dir with testdata/<golden>, the
+// temporary dir written as etc.
+func golden(t *testing.T, got []byte, dir, etc, name string) {
+	t.Helper()
+	got = bytes.ReplaceAll(got, []byte(dir), []byte(etc))
+	if *update {
+		if err := os.WriteFile(name, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("differs from %s (go test -update rewrites it); got:\n%s", name, got)
+	}
+}
+
+// setup copies testdata/<engine>/<name>/<file> into a temp dir standing for
+// etc, and returns the dir and the input (nil when the case has none).
+func setup(t *testing.T, engine, name, file, etc string) (string, []byte) {
+	t.Helper()
+	dir := t.TempDir()
+	in, err := os.ReadFile(filepath.Join("testdata", engine, name, file))
+	if errors.Is(err, fs.ErrNotExist) {
+		return dir, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	in = bytes.ReplaceAll(in, []byte(etc), []byte(dir))
+	if err := os.WriteFile(filepath.Join(dir, file), in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, in
+}
+
+func readOrNil(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func plan(t *testing.T, engine string, o Options, uninstall bool) []Change {
+	t.Helper()
+	changes, _, err := Plan(engine, o, uninstall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return changes
+}
+
+func apply(t *testing.T, engine string, o Options, uninstall bool) {
+	t.Helper()
+	if err := Apply(plan(t, engine, o, uninstall)); err != nil {
+		t.Fatal(err)
+	}
+	if again := plan(t, engine, o, uninstall); len(again) != 0 {
+		t.Errorf("not idempotent: a second run would change %v", paths(again))
+	}
+}
+
+func paths(changes []Change) []string {
+	var p []string
+	for _, c := range changes {
+		p = append(p, c.Path)
+	}
+	return p
+}
+
+func TestContainerd(t *testing.T) {
+	const etc = "/etc/containerd"
+	tests := []struct {
+		name         string
+		setAsDefault bool
+		mainChanges  bool
+	}{
+		{"v2-1.7-default", false, true},
+		{"v2-imports", true, true},
+		{"v3", true, true},
+		{"v4-2.4-default", false, false},
+		{"v1", false, true},
+		{"missing", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, in := setup(t, "containerd", tt.name, "config.toml", etc)
+			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault,
+				Config: filepath.Join(dir, "config.toml"), DropIn: filepath.Join(dir, "conf.d", "99-gpuctk.toml")}
+			apply(t, "containerd", o, false)
+
+			dropIn := readOrNil(t, o.DropIn)
+			main := readOrNil(t, o.Config)
+			golden(t, dropIn, dir, etc, filepath.Join("testdata", "containerd", tt.name, "99-gpuctk.golden.toml"))
+			golden(t, main, dir, etc, filepath.Join("testdata", "containerd", tt.name, "config.golden.toml"))
+			if got := !bytes.Equal(main, in); got != tt.mainChanges {
+				t.Errorf("main config changed: %v, want %v", got, tt.mainChanges)
+			}
+			var m map[string]any
+			if err := toml.Unmarshal(main, &m); err != nil {
+				t.Fatalf("main config is not TOML: %v", err)
+			}
+			if !imports(m, o.Config, o.DropIn) {
+				t.Error("main config does not import the drop-in")
+			}
+			var d struct {
+				Version int            `toml:"version"`
+				Plugins map[string]any `toml:"plugins"`
+			}
+			if err := toml.Unmarshal(dropIn, &d); err != nil {
+				t.Fatalf("drop-in is not TOML: %v", err)
+			}
+			if bak := readOrNil(t, o.Config+BackupSuffix); tt.mainChanges && in != nil && !bytes.Equal(bak, in) {
+				t.Errorf("backup %s is not the old config", o.Config+BackupSuffix)
+			}
+
+			apply(t, "containerd", o, true)
+			if readOrNil(t, o.DropIn) != nil {
+				t.Error("uninstall left the drop-in")
+			}
+			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) {
+				t.Errorf("uninstall left the main config as:\n%s\nwant it as it was:\n%s", got, in)
+			}
+		})
+	}
+}
+
+func TestCrio(t *testing.T) {
+	const etc = "/etc/crio"
+	for _, tt := range []struct {
+		name         string
+		setAsDefault bool
+	}{{"default", true}, {"missing", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, in := setup(t, "crio", tt.name, "crio.conf", etc)
+			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault,
+				Config: filepath.Join(dir, "crio.conf"), DropIn: filepath.Join(dir, "crio.conf.d", "99-gpuctk.conf")}
+			apply(t, "crio", o, false)
+			dropIn := readOrNil(t, o.DropIn)
+			golden(t, dropIn, dir, etc, filepath.Join("testdata", "crio", tt.name, "99-gpuctk.golden.conf"))
+			var m map[string]any
+			if err := toml.Unmarshal(dropIn, &m); err != nil {
+				t.Fatalf("drop-in is not TOML: %v", err)
+			}
+			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) {
+				t.Error("crio.conf changed")
+			}
+			apply(t, "crio", o, true)
+			if readOrNil(t, o.DropIn) != nil {
+				t.Error("uninstall left the drop-in")
+			}
+		})
+	}
+}
+
+func TestDocker(t *testing.T) {
+	const etc = "/etc/docker"
+	for _, tt := range []struct {
+		name         string
+		setAsDefault bool
+	}{{"existing", true}, {"missing", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, in := setup(t, "docker", tt.name, "daemon.json", etc)
+			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault, Config: filepath.Join(dir, "daemon.json")}
+			apply(t, "docker", o, false)
+			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.golden.json"))
+			if bak := readOrNil(t, o.Config+BackupSuffix); in != nil && !bytes.Equal(bak, in) {
+				t.Error("no backup of the old daemon.json")
+			}
+			apply(t, "docker", o, true)
+			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.uninstalled.golden.json"))
+		})
+	}
+}
+
+func TestPlanBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("version = 2\n[plugins\n"), 0o644)
+	badJSON := filepath.Join(dir, "bad.json")
+	os.WriteFile(badJSON, []byte(`{"runtimes": {"x": 1,}}`), 0o644)
+	list := filepath.Join(dir, "list.json")
+	os.WriteFile(list, []byte(`[1]`), 0o644)
+	tests := []struct {
+		engine  string
+		o       Options
+		wantErr string
+	}{
+		{"cri-o", Options{Path: runtimePath}, `engine "cri-o" is not known: use containerd, crio, docker or podman`},
+		{"containerd", Options{Path: "gpuctk-runtime"}, `runtime path "gpuctk-runtime" is not absolute`},
+		{"containerd", Options{Path: runtimePath, Config: bad, DropIn: filepath.Join(dir, "d.toml")}, "containerd config " + bad + ": line 2 column"},
+		{"crio", Options{Path: runtimePath, Config: bad, DropIn: filepath.Join(dir, "d.conf")}, "CRI-O config " + bad + ": line 2 column"},
+		{"docker", Options{Path: runtimePath, Config: badJSON}, "docker config " + badJSON + ": not valid JSON at byte"},
+		{"docker", Options{Path: runtimePath, Config: list}, "docker config " + list + ": not a JSON object"},
+	}
+	for _, tt := range tests {
+		_, _, err := Plan(tt.engine, tt.o, false)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Plan(%s) error = %v, want one line containing %q", tt.engine, err, tt.wantErr)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Errorf("bad input left files: %v", entries)
+	}
+}
+
+func TestPodmanNeedsNothing(t *testing.T) {
+	changes, note, err := Plan("podman", Options{Path: runtimePath}, false)
+	if err != nil || len(changes) != 0 || !strings.Contains(note, "podman needs no configuration") || !strings.Contains(note, "--runtime "+runtimePath) {
+		t.Errorf("Plan(podman) = %v, %q, %v", changes, note, err)
+	}
+}

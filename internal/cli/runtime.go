@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/engine"
+)
+
+func init() { commands = append(commands, runtimeCommand()) }
+
+func runtimeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "runtime",
+		Usage: "set up container engines to run containers through gpuctk-runtime",
+		Subcommands: []*cli.Command{{
+			Name:  "configure",
+			Usage: `add a runtime "nvidia" that runs containers through gpuctk-runtime to containerd, CRI-O or docker`,
+			Description: "Containers of the runtime get the CDI devices that their NVIDIA_VISIBLE_DEVICES,\n" +
+				"cdi.k8s.io/ annotations or /var/run/nvidia-container-devices mounts ask for.\n\n" +
+				"containerd: writes " + engine.ContainerdDropIn + " and makes " + engine.ContainerdConfig + " import it.\n" +
+				"crio:       writes " + engine.CrioDropIn + ".\n" +
+				"docker:     adds the runtime and features.cdi to " + engine.DockerConfig + ".\n" +
+				"podman:     needs nothing.\n\n" +
+				"A file of yours that is rewritten is backed up with the suffix " + engine.BackupSuffix + ".\n" +
+				"Restart the engine afterwards.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "runtime", Usage: "the engine to configure: " + fmt.Sprint(engine.Engines), Required: true},
+				&cli.StringFlag{Name: "runtime-name", Value: "nvidia", Usage: "the name of the runtime (class)"},
+				&cli.StringFlag{Name: "runtime-path", Usage: "gpuctk-runtime's path (default: beside gpuctk, else on PATH, else /usr/bin/gpuctk-runtime)"},
+				&cli.BoolFlag{Name: "set-as-default", Usage: "make the runtime the engine's default"},
+				&cli.StringFlag{Name: "config", Usage: "the engine's main config (default: " + engine.ContainerdConfig + ", " + engine.CrioConfig + ", " + engine.DockerConfig + ")"},
+				&cli.StringFlag{Name: "drop-in", Usage: "the drop-in to write (default: " + engine.ContainerdDropIn + ", " + engine.CrioDropIn + ")"},
+				&cli.BoolFlag{Name: "dry-run", Usage: "print the files that would change and change nothing"},
+				&cli.BoolFlag{Name: "uninstall", Usage: "remove what configure added"},
+			},
+			Action: runtimeConfigure,
+		}},
+	}
+}
+
+func runtimeConfigure(c *cli.Context) error {
+	name := c.String("runtime")
+	if !slices.Contains(engine.Engines, name) {
+		return fmt.Errorf("--runtime %q is not known: use containerd, crio, docker or podman", name)
+	}
+	o := engine.Options{
+		Name:         c.String("runtime-name"),
+		Path:         c.String("runtime-path"),
+		SetAsDefault: c.Bool("set-as-default"),
+		Config:       c.String("config"),
+		DropIn:       c.String("drop-in"),
+	}
+	if o.Path == "" {
+		o.Path = runtimeBinary()
+	}
+	if p, err := filepath.Abs(o.Path); err == nil {
+		o.Path = p
+	}
+	uninstall := c.Bool("uninstall")
+	changes, note, err := engine.Plan(name, o, uninstall)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if c.Bool("dry-run") {
+		for _, ch := range changes {
+			if ch.Data == nil {
+				fmt.Fprintf(w, "# %s: would be removed\n", ch.Path)
+				continue
+			}
+			fmt.Fprintf(w, "# %s: would be written\n%s", ch.Path, ch.Data)
+		}
+		if len(changes) == 0 {
+			fmt.Fprintln(w, "# nothing would change")
+		}
+		return nil
+	}
+	if err := engine.Apply(changes); err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		switch {
+		case ch.Data == nil:
+			fmt.Fprintf(w, "removed %s\n", ch.Path)
+		case ch.Backup:
+			fmt.Fprintf(w, "wrote %s (the old one is %s)\n", ch.Path, ch.Path+engine.BackupSuffix)
+		default:
+			fmt.Fprintf(w, "wrote %s\n", ch.Path)
+		}
+	}
+	switch {
+	case name == "podman":
+		fmt.Fprintln(w, note)
+	case len(changes) == 0 && uninstall:
+		fmt.Fprintf(w, "%s has no runtime %q from gpuctk: nothing to remove\n", name, o.Name)
+	case len(changes) == 0:
+		fmt.Fprintf(w, "%s has the runtime %q already: nothing to change\n", name, o.Name)
+	default:
+		fmt.Fprintln(w, note)
+	}
+	return nil
+}
+
+// runtimeBinary finds gpuctk-runtime: installed beside gpuctk, else on
+// PATH, else where the packages put it.
+func runtimeBinary() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "gpuctk-runtime")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("gpuctk-runtime"); err == nil {
+		return p
+	}
+	return "/usr/bin/gpuctk-runtime"
+}

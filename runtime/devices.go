@@ -1,0 +1,166 @@
+package runtime
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+)
+
+const (
+	// EnvVar is the variable through which docker and images request GPUs.
+	EnvVar = "NVIDIA_VISIBLE_DEVICES"
+	// annotationPrefix marks CDI requests from Kubernetes device plugins.
+	annotationPrefix = "cdi.k8s.io/"
+	// MountDir holds /dev/null mounts, one per device, from device plugins
+	// that do not trust the environment; "cdi/<qualified name>" also works.
+	MountDir = "/var/run/nvidia-container-devices"
+)
+
+// request is the devices a container asks for, all fully qualified CDI
+// names, and where the request came from (for messages).
+type request struct {
+	source  string
+	devices []string
+	// commonOnly is NVIDIA_VISIBLE_DEVICES=none: the driver without any
+	// device, that is the specs' common edits alone.
+	commonOnly bool
+}
+
+// requested reads the device request of a container spec. The first source
+// that asks for anything wins: annotations, then the environment, then
+// mounts. It returns nil when the container asks for nothing. kind is the
+// vendor/class that qualifies our short device names ("0", "mig-0").
+//
+// NVIDIA_VISIBLE_DEVICES=void means the devices are in already: our specs'
+// common edits set it, so a container whose engine injected the devices
+// itself (containerd 2.x and CRI-O resolve cdi.k8s.io/ annotations) is not
+// given them twice.
+func requested(spec *specs.Spec, kind string) (*request, error) {
+	val := envValue(spec)
+	if strings.TrimSpace(val) == "void" {
+		return nil, nil
+	}
+	if r, err := fromAnnotations(spec.Annotations); r != nil || err != nil {
+		return r, err
+	}
+	switch strings.TrimSpace(val) {
+	case "none":
+		return &request{source: EnvVar + "=none", commonOnly: true}, nil
+	case "", MountDir:
+		return fromMounts(spec.Mounts, kind)
+	}
+	r := &request{source: EnvVar}
+	for _, d := range strings.Split(val, ",") {
+		d = strings.TrimSpace(d)
+		if d == "" {
+			continue
+		}
+		q, err := qualify(d, kind)
+		if err != nil {
+			return nil, fmt.Errorf("%s=%s: %w", EnvVar, val, err)
+		}
+		r.add(q)
+	}
+	if len(r.devices) == 0 {
+		return nil, nil
+	}
+	return r, nil
+}
+
+func (r *request) add(device string) {
+	if !slices.Contains(r.devices, device) {
+		r.devices = append(r.devices, device)
+	}
+}
+
+// fromAnnotations reads cdi.k8s.io/ annotations, in key order; their
+// values are comma lists of fully qualified names.
+func fromAnnotations(annotations map[string]string) (*request, error) {
+	var keys []string
+	for k := range annotations {
+		if strings.HasPrefix(k, annotationPrefix) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	slices.Sort(keys)
+	r := &request{source: "annotation " + keys[0]}
+	if len(keys) > 1 {
+		r.source = "annotations " + strings.Join(keys, ", ")
+	}
+	for _, k := range keys {
+		for _, d := range strings.Split(annotations[k], ",") {
+			d = strings.TrimSpace(d)
+			if d == "" {
+				continue
+			}
+			if _, _, _, err := parser.ParseQualifiedName(d); err != nil {
+				return nil, fmt.Errorf("annotation %s: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", k, d, err)
+			}
+			r.add(d)
+		}
+	}
+	if len(r.devices) == 0 {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// envValue returns the last NVIDIA_VISIBLE_DEVICES of the process, as a
+// shell would see it after later assignments override earlier ones.
+func envValue(spec *specs.Spec) string {
+	if spec.Process == nil {
+		return ""
+	}
+	val := ""
+	for _, e := range spec.Process.Env {
+		if v, ok := strings.CutPrefix(e, EnvVar+"="); ok {
+			val = v
+		}
+	}
+	return val
+}
+
+// fromMounts reads /dev/null mounts under MountDir.
+func fromMounts(mounts []specs.Mount, kind string) (*request, error) {
+	r := &request{source: "mounts under " + MountDir}
+	for _, m := range mounts {
+		name, ok := strings.CutPrefix(path.Clean(m.Destination), MountDir+"/")
+		if !ok || m.Source != "/dev/null" {
+			continue
+		}
+		if q, ok := strings.CutPrefix(name, "cdi/"); ok {
+			name = q
+		}
+		q, err := qualify(name, kind)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s: %w", m.Destination, err)
+		}
+		r.add(q)
+	}
+	if len(r.devices) == 0 {
+		return nil, nil
+	}
+	return r, nil
+}
+
+// qualify turns one of our device names into a CDI name of kind; a fully
+// qualified name stays as it is.
+func qualify(name, kind string) (string, error) {
+	if strings.Contains(name, "=") {
+		if _, _, _, err := parser.ParseQualifiedName(name); err != nil {
+			return "", fmt.Errorf("%q is not a CDI device name: %w", name, err)
+		}
+		return name, nil
+	}
+	if err := parser.ValidateDeviceName(name); err != nil {
+		return "", fmt.Errorf("%q is not a device name (0, GPU-<uuid>, mig-0, 0:1, 0::1, all or vendor.com/class=name): %w", name, err)
+	}
+	return kind + "=" + name, nil
+}

@@ -1,0 +1,112 @@
+package runtime
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func TestRequested(t *testing.T) {
+	env := func(vals ...string) *specs.Process {
+		p := &specs.Process{Env: []string{"PATH=/bin"}}
+		for _, v := range vals {
+			p.Env = append(p.Env, EnvVar+"="+v)
+		}
+		return p
+	}
+	devnull := func(dest string) specs.Mount {
+		return specs.Mount{Destination: dest, Source: "/dev/null", Type: "bind", Options: []string{"bind", "ro"}}
+	}
+	tests := []struct {
+		name    string
+		spec    specs.Spec
+		want    *request
+		wantErr string
+	}{
+		{name: "nothing", spec: specs.Spec{Process: env()}},
+		{name: "no process", spec: specs.Spec{}},
+		{name: "env mig", spec: specs.Spec{Process: env("mig-0")},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=mig-0"}}},
+		{name: "env list of our names", spec: specs.Spec{Process: env("0, 0::1,GPU-4c8d3e2a-1f0b-4b7e-9a51-6d2f0c1e8a77,1:0,0")},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=0::1", "nvidia.com/gpu=GPU-4c8d3e2a-1f0b-4b7e-9a51-6d2f0c1e8a77", "nvidia.com/gpu=1:0"}}},
+		{name: "env qualified", spec: specs.Spec{Process: env("example.com/fpga=a,mig-1")},
+			want: &request{source: EnvVar, devices: []string{"example.com/fpga=a", "nvidia.com/gpu=mig-1"}}},
+		{name: "env all", spec: specs.Spec{Process: env("all")},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=all"}}},
+		{name: "env none", spec: specs.Spec{Process: env("none")},
+			want: &request{source: EnvVar + "=none", commonOnly: true}},
+		{name: "env void", spec: specs.Spec{Process: env("void")}},
+		{name: "env empty", spec: specs.Spec{Process: env("")}},
+		{name: "env commas only", spec: specs.Spec{Process: env(" , ")}},
+		{name: "env last wins", spec: specs.Spec{Process: env("all", "1")},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=1"}}},
+		{name: "env void beats mounts", spec: specs.Spec{Process: env("void"), Mounts: []specs.Mount{devnull(MountDir + "/0")}}},
+		{name: "env void beats annotations", spec: specs.Spec{Process: env("void"), Annotations: map[string]string{"cdi.k8s.io/x": "nvidia.com/gpu=0"}}},
+		{name: "env bad name", spec: specs.Spec{Process: env("0,gpu zero")},
+			wantErr: `NVIDIA_VISIBLE_DEVICES=0,gpu zero: "gpu zero" is not a device name`},
+		{name: "env bad qualified name", spec: specs.Spec{Process: env("nvidia.com=0")},
+			wantErr: `"nvidia.com=0" is not a CDI device name`},
+		{name: "annotation", spec: specs.Spec{Process: env("1"), Annotations: map[string]string{
+			"cdi.k8s.io/gpu-plugin_0": "nvidia.com/gpu=mig-0", "io.kubernetes.cri.container-name": "c"}},
+			want: &request{source: "annotation cdi.k8s.io/gpu-plugin_0", devices: []string{"nvidia.com/gpu=mig-0"}}},
+		{name: "annotations in key order", spec: specs.Spec{Annotations: map[string]string{
+			"cdi.k8s.io/b": "nvidia.com/gpu=1", "cdi.k8s.io/a": "nvidia.com/gpu=0,nvidia.com/gpu=1"}},
+			want: &request{source: "annotations cdi.k8s.io/a, cdi.k8s.io/b", devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=1"}}},
+		{name: "annotation short name", spec: specs.Spec{Annotations: map[string]string{"cdi.k8s.io/x": "mig-0"}},
+			wantErr: `annotation cdi.k8s.io/x: "mig-0" is not a fully qualified CDI device name`},
+		{name: "mounts", spec: specs.Spec{Process: env(), Mounts: []specs.Mount{
+			{Destination: "/proc", Source: "proc", Type: "proc"},
+			devnull(MountDir + "/mig-0"),
+			devnull(MountDir + "/cdi/nvidia.com/gpu=0::1"),
+			{Destination: MountDir + "/1", Source: "/tmp/x", Type: "bind"},
+		}}, want: &request{source: "mounts under " + MountDir, devices: []string{"nvidia.com/gpu=mig-0", "nvidia.com/gpu=0::1"}}},
+		{name: "mounts named by env", spec: specs.Spec{Process: env(MountDir), Mounts: []specs.Mount{devnull(MountDir + "/0")}},
+			want: &request{source: "mounts under " + MountDir, devices: []string{"nvidia.com/gpu=0"}}},
+		{name: "env beats mounts", spec: specs.Spec{Process: env("1"), Mounts: []specs.Mount{devnull(MountDir + "/0")}},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=1"}}},
+		{name: "mount bad name", spec: specs.Spec{Mounts: []specs.Mount{devnull(MountDir + "/a/b")}},
+			wantErr: "mount " + MountDir + `/a/b: "a/b" is not a device name`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := requested(&tt.spec, "nvidia.com/gpu")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("requested = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args []string
+		want invocation
+	}{
+		{[]string{"--root", "/run/runc", "--log", "/b/log.json", "--log-format", "json", "create", "--bundle", "/b", "--pid-file", "/b/pid", "ctr1"},
+			invocation{command: "create", logFile: "/b/log.json", logFormat: "json", bundle: "/b", id: "ctr1"}},
+		{[]string{"--debug", "-log=/l", "create", "-b=/b", "--no-pivot", "--console-socket", "/s", "ctr2"},
+			invocation{command: "create", logFile: "/l", debug: true, bundle: "/b", id: "ctr2"}},
+		{[]string{"--systemd-cgroup", "create", "ctr3", "-b", "/b"},
+			invocation{command: "create", bundle: "/b", id: "ctr3"}},
+		{[]string{"create", "--", "-odd-id"}, invocation{command: "create", id: "-odd-id"}},
+		{[]string{"--root", "/r", "start", "--bundle", "/b", "ctr"}, invocation{command: "start"}},
+		{[]string{"--version"}, invocation{}},
+		{nil, invocation{}},
+	}
+	for _, tt := range tests {
+		if got := parseArgs(tt.args); got != tt.want {
+			t.Errorf("parseArgs(%q) = %+v, want %+v", tt.args, got, tt.want)
+		}
+	}
+}

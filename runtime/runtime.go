@@ -1,0 +1,382 @@
+package runtime
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"syscall"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
+)
+
+// Runtime is one invocation of gpuctk-runtime.
+type Runtime struct {
+	cfg  *Settings
+	exec func(path string, argv, env []string) error
+	env  []string
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithSettings sets the settings (default: DefaultSettings()).
+func WithSettings(s *Settings) Option { return func(r *Runtime) { r.cfg = s } }
+
+// WithExec replaces syscall.Exec, for tests: the function gets the real
+// runtime's path, its argv and its environment.
+func WithExec(f func(path string, argv, env []string) error) Option {
+	return func(r *Runtime) { r.exec = f }
+}
+
+// New returns a Runtime.
+func New(opts ...Option) *Runtime {
+	r := &Runtime{exec: syscall.Exec, env: os.Environ()}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.cfg == nil {
+		r.cfg = DefaultSettings()
+	}
+	return r
+}
+
+// Main is gpuctk-runtime: it loads the settings and runs args. A broken
+// configuration fails create, in runc's log too, but not the other
+// commands: it must not keep containers from being stopped and deleted.
+func Main(args []string) error {
+	s, err := LoadSettings()
+	if err != nil {
+		inv := parseArgs(args)
+		if inv.command == "create" {
+			err = fmt.Errorf("create %s: %w", inv.id, err)
+			log := newLogger("", inv)
+			log.Errorf("%v", err)
+			log.Close()
+			return err
+		}
+		s = DefaultSettings()
+	}
+	return New(WithSettings(s)).Run(args)
+}
+
+// Run handles a runc command line (without the program name): it prepares
+// the bundle on create, then execs the real runtime with args untouched.
+// It returns only on error, or after a replaced exec returns.
+func (r *Runtime) Run(args []string) error {
+	inv := parseArgs(args)
+	if inv.command != "create" {
+		real, err := r.realRuntime()
+		if err != nil {
+			r.fail(inv, err)
+			return err
+		}
+		return r.execv(real, args)
+	}
+
+	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	defer log.Close()
+	real, err := r.realRuntime()
+	if err == nil {
+		err = r.create(inv, log)
+	}
+	if err != nil {
+		err = fmt.Errorf("create %s: %w", inv.id, err)
+		log.Errorf("%v", err)
+		return err
+	}
+	log.Close()
+	return r.execv(real, args)
+}
+
+func (r *Runtime) execv(path string, args []string) error {
+	argv := append([]string{path}, args...)
+	if err := r.exec(path, argv, r.env); err != nil {
+		return fmt.Errorf("exec %s: %w", path, err)
+	}
+	return nil
+}
+
+// fail logs an error of the pass-through path.
+func (r *Runtime) fail(inv invocation, err error) {
+	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	log.Errorf("%s: %v", inv.command, err)
+	log.Close()
+}
+
+// systemDirs are searched after PATH: podman runs the runtime's delete
+// with no PATH at all.
+var systemDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+
+// realRuntime finds the first configured runtime on PATH or in the system
+// folders, skipping this binary in case it was installed under one of
+// those names.
+func (r *Runtime) realRuntime() (string, error) {
+	var self os.FileInfo
+	if exe, err := os.Executable(); err == nil {
+		self, _ = os.Stat(exe)
+	}
+	for _, name := range r.cfg.Runtime.Runtimes {
+		candidates := []string{name}
+		if !strings.Contains(name, "/") {
+			for _, d := range systemDirs {
+				candidates = append(candidates, filepath.Join(d, name))
+			}
+		}
+		for _, c := range candidates {
+			p, err := exec.LookPath(c)
+			if err != nil {
+				continue
+			}
+			if fi, err := os.Stat(p); err == nil && self != nil && os.SameFile(fi, self) {
+				continue
+			}
+			return p, nil
+		}
+	}
+	where := ConfigPath
+	if r.cfg.Path != "" {
+		where = r.cfg.Path
+	}
+	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH or in %s (install runc or set [runtime] runtimes in %s)",
+		strings.Join(r.cfg.Runtime.Runtimes, ", "), strings.Join(systemDirs, ":"), where)
+}
+
+// create edits the bundle's config.json when the container asks for
+// devices and leaves it alone when it does not.
+func (r *Runtime) create(inv invocation, log *logger) error {
+	bundle := inv.bundle
+	if bundle == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return fmt.Errorf("bundle: %w", err)
+		}
+		bundle = wd
+	}
+	path := filepath.Join(bundle, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("bundle %s has no config.json: pass the bundle with --bundle", bundle)
+		}
+		return fmt.Errorf("bundle %s: %w", bundle, err)
+	}
+	doc, err := parseBundleSpec(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	// The members that say whether the container asks for devices first:
+	// decoding the whole process costs more, and most containers ask for
+	// nothing.
+	var env struct {
+		Env []string `json:"env"`
+	}
+	var asked specs.Spec
+	for key, dst := range map[string]any{"process": &env, "annotations": &asked.Annotations, "mounts": &asked.Mounts} {
+		if err := doc.decode(key, dst); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if _, ok := doc["process"]; ok {
+		asked.Process = &specs.Process{Env: env.Env}
+	}
+	kind := r.cfg.CDI.Vendor + "/" + r.cfg.CDI.Class
+	req, err := requested(&asked, kind)
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
+		return nil
+	}
+	spec := specs.Spec{Annotations: asked.Annotations, Mounts: asked.Mounts}
+	for key, dst := range map[string]any{"process": &spec.Process, "hooks": &spec.Hooks, "linux": &spec.Linux} {
+		if err := doc.decode(key, dst); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	if err := r.inject(&spec, req, kind); err != nil {
+		return err
+	}
+	setVoid(&spec)
+	if dropLegacyHooks(&spec) {
+		log.Infof("create %s: dropped the legacy nvidia-container-runtime-hook", inv.id)
+	}
+	for key, v := range map[string]any{"process": spec.Process, "mounts": spec.Mounts, "hooks": spec.Hooks, "linux": spec.Linux} {
+		if err := doc.set(key, v); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	out := doc.bytes()
+	mode := fs.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	// Atomic for runc, which reads it next; an fsync would add the disk's
+	// latency to every start for a file no crash needs.
+	if err := atomicfile.WriteFileNoSync(path, out, mode); err != nil {
+		return err
+	}
+	if req.commonOnly {
+		log.Infof("create %s: injected the driver of %s without devices (%s)", inv.id, kind, req.source)
+	} else {
+		log.Infof("create %s: injected %s (from %s)", inv.id, strings.Join(req.devices, ", "), req.source)
+	}
+	return nil
+}
+
+// inject resolves the request and applies the edits: from the resolved-
+// device cache when it can answer, else through the CDI library, whose
+// answer then fills the cache.
+func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
+	dirs := r.cfg.CDI.SpecDirs
+	if req.commonOnly {
+		return r.injectCommon(spec, req, kind)
+	}
+	cacheDir := r.cfg.Runtime.CacheDir
+	if cacheDir != "" && !usableCacheDir(cacheDir) {
+		cacheDir = ""
+	}
+	var fp string
+	if cacheDir != "" {
+		fp = fingerprint(dirs)
+		edits, unknown, index, ok := cachedEdits(filepath.Join(cacheDir, fp), req.devices)
+		switch {
+		case ok && len(unknown) > 0:
+			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
+		case ok:
+			if err := edits.Apply(spec); err != nil {
+				return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+			}
+			return nil
+		}
+	}
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	if cacheDir != "" {
+		writeCache(cacheDir, fp, cache)
+	}
+	unresolved, err := cache.InjectDevices(spec, req.devices...)
+	if len(unresolved) > 0 {
+		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
+	}
+	if err != nil {
+		return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+	}
+	return nil
+}
+
+// injectCommon applies the common edits of the specs of kind alone.
+func (r *Runtime) injectCommon(spec *specs.Spec, req *request, kind string) error {
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(r.cfg.CDI.SpecDirs...), cdi.WithAutoRefresh(false))
+	found := false
+	for _, s := range cache.GetVendorSpecs(r.cfg.CDI.Vendor) {
+		if s.GetClass() != r.cfg.CDI.Class {
+			continue
+		}
+		if err := s.ApplyEdits(spec); err != nil {
+			return fmt.Errorf("%s: %w", s.GetPath(), err)
+		}
+		found = true
+	}
+	if !found {
+		return fmt.Errorf("%s: no CDI spec in %s is of kind %s%s",
+			req.source, strings.Join(r.cfg.CDI.SpecDirs, ", "), kind, specErrorsNote(specErrors(cache)))
+	}
+	return nil
+}
+
+// unknownDevices names the devices no spec provides and those that exist.
+func unknownDevices(unknown []string, req *request, dirs, have, errs []string) error {
+	known := "provide no device at all: run `gpuctk cdi generate`"
+	if len(have) > 0 {
+		known = "provide " + strings.Join(have, ", ")
+	}
+	what := "device"
+	if len(unknown) > 1 {
+		what = "devices"
+	}
+	return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
+		what, strings.Join(unknown, ", "), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
+}
+
+// specErrors lists the specs that failed to load: a device they would have
+// provided looks unknown otherwise.
+func specErrors(cache *cdi.Cache) []string {
+	var msgs []string
+	for path, errs := range cache.GetErrors() {
+		msgs = append(msgs, fmt.Sprintf("%s: %v", path, errors.Join(errs...)))
+	}
+	slices.Sort(msgs)
+	return msgs
+}
+
+func specErrorsNote(errs []string) string {
+	if len(errs) == 0 {
+		return ""
+	}
+	return " (specs that failed to load: " + strings.ReplaceAll(strings.Join(errs, "; "), "\n", "; ") + ")"
+}
+
+// setVoid leaves NVIDIA_VISIBLE_DEVICES=void, once, so that neither this
+// runtime nor a legacy hook injects again.
+func setVoid(spec *specs.Spec) {
+	if spec.Process == nil {
+		spec.Process = &specs.Process{}
+	}
+	env := slices.DeleteFunc(spec.Process.Env, func(e string) bool { return strings.HasPrefix(e, EnvVar+"=") })
+	spec.Process.Env = append(env, EnvVar+"=void")
+}
+
+// legacyHooks are the hooks of NVIDIA's container toolkit that docker adds
+// for --gpus; they would inject a second time, or fail without their driver
+// library.
+var legacyHooks = []string{"nvidia-container-runtime-hook", "nvidia-container-toolkit"}
+
+func dropLegacyHooks(spec *specs.Spec) bool {
+	if spec.Hooks == nil {
+		return false
+	}
+	n := len(spec.Hooks.Prestart)
+	spec.Hooks.Prestart = slices.DeleteFunc(spec.Hooks.Prestart, func(h specs.Hook) bool {
+		return slices.Contains(legacyHooks, filepath.Base(h.Path))
+	})
+	return len(spec.Hooks.Prestart) != n
+}
+
+// jsonError adds the line and column to a JSON syntax error.
+func jsonError(data []byte, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		want := map[reflect.Kind]string{reflect.Struct: "an object", reflect.Map: "an object", reflect.Slice: "an array",
+			reflect.String: "a string", reflect.Bool: "a boolean"}[te.Type.Kind()]
+		if want == "" {
+			want = "a number"
+		}
+		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+	}
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("not a valid OCI spec: %w", err)
+	}
+	before := data[:min(int(se.Offset), len(data))]
+	line := bytes.Count(before, []byte("\n")) + 1
+	col := max(1, len(before)-bytes.LastIndexByte(before, '\n')-1)
+	return fmt.Errorf("not valid JSON at line %d column %d: %w", line, col, err)
+}
+
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
+}
