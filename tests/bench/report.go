@@ -156,10 +156,16 @@ beside a run of its baseline in the same loop; "Added" is the difference of the
 medians. The hook runs with its spec's arguments on a container root and bundle
 as runc leaves them for createContainer hooks (driver libraries in place, the
 image's own ld.so.cache), put back before each run; its baseline is a process
-fed the same state on stdin. "Old way" is the same hook on the same root with
-the cache removed, so that it falls back to the host's ldconfig over the whole
-image. Runtime rows time "create" of a busybox container with the real runc
-(deleted after each run, untimed). Go benchmark rows are the median of %d runs of
+fed the same state on stdin. Creating a file or a link costs 0.2 to 0.9 ms on
+these machines' ext4, which has no journal (ext4 then checks recently deleted
+inodes at every allocation, slower the busier the shared disk): the hook makes
+12 links and one file, so the tmpfs rows give its own cost. "Old way" is the
+same hook on the same root with the cache removed, so that it falls back to the
+host's ldconfig over the whole image. Runtime rows time "create" of a busybox container with the real runc
+(deleted after each run, untimed), the spec that of a standard driver install
+with its mounts pointed at stand-in files; gpuctk-runtime keeps its cache of
+resolved devices on tmpfs, as in /run on most hosts ("cold": emptied before
+each run, as after a spec changes). Go benchmark rows are the median of %d runs of
 -benchtime %s each (cdi/bench_test.go). "gpuctk CPU" is the median user+system
 time of the measured process and the children it waited for (the machine is
 shared: CPU time moves less with its load than wall time). Peak memory is the

@@ -17,18 +17,44 @@ import (
 type runtimeBundle struct {
 	dir, runcRoot              string
 	plain, requested, injected []byte
-	config                     string // GPUCTK_CONFIG for gpuctk-runtime
-	configTrue                 string // the same with /bin/true for runc
+	vendor, specDir            string
+	cacheBase                  string // on tmpfs, as the default /run/gpuctk/runtime-cache is on most hosts
 	root                       *hookRoot
 	n                          int
 	id                         string // the last container created
 }
 
+// cacheState is the state of gpuctk-runtime's resolved-device cache a run
+// finds.
+type cacheState int
+
+const (
+	warmCache cacheState = iota // filled by earlier runs
+	coldCache                   // emptied before each run: the first create after a spec change
+)
+
+func (c cacheState) dir(b *runtimeBundle) string {
+	return filepath.Join(b.cacheBase, [...]string{"cache-warm", "cache-cold"}[c])
+}
+
+// settings writes a gpuctk config for gpuctk-runtime and returns the
+// environment that points it there.
+func (b *runtimeBundle) settings(runtime string, cache cacheState) ([]string, error) {
+	path := filepath.Join(b.dir, fmt.Sprintf("gpuctk-%s-%d.toml", filepath.Base(runtime), cache))
+	data := fmt.Appendf(nil, "[cdi]\nvendor = %q\nspec-dirs = [%q]\n[runtime]\nruntimes = [%q]\nlog-file = %q\ncache-dir = %q\n",
+		b.vendor, b.specDir, runtime, filepath.Join(b.dir, "gpuctk-runtime.log"), cache.dir(b))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return nil, err
+	}
+	return append(os.Environ(), "GPUCTK_CONFIG="+path), nil
+}
+
 // newRuntimeBundle prepares the bundle of root for a device of the spec in
-// specDir. It fails with errNoRuntime when gpuctk-runtime does not edit the
+// specDir; gpuctk-runtime's caches go under cacheBase. It fails with errNoRuntime when gpuctk-runtime does not edit the
 // bundle (a branch where the runtime is not built yet).
-func newRuntimeBundle(work, name, runtimeBin, specDir, vendor, device string, root *hookRoot) (*runtimeBundle, error) {
-	b := &runtimeBundle{dir: filepath.Join(work, name), runcRoot: filepath.Join(work, name, "runc"), root: root}
+func newRuntimeBundle(work, name, runtimeBin, specDir, vendor, device, cacheBase string, root *hookRoot) (*runtimeBundle, error) {
+	b := &runtimeBundle{dir: filepath.Join(work, name), runcRoot: filepath.Join(work, name, "runc"), root: root,
+		vendor: vendor, specDir: specDir, cacheBase: filepath.Join(cacheBase, name)}
 	if err := os.MkdirAll(b.runcRoot, 0o755); err != nil {
 		return nil, err
 	}
@@ -51,21 +77,17 @@ func newRuntimeBundle(work, name, runtimeBin, specDir, vendor, device string, ro
 	proc["env"] = append(proc["env"].([]any), "NVIDIA_VISIBLE_DEVICES="+device)
 	b.requested, _ = json.Marshal(spec)
 
-	b.config, b.configTrue = filepath.Join(b.dir, "gpuctk.toml"), filepath.Join(b.dir, "gpuctk-true.toml")
-	for path, runtime := range map[string]string{b.config: "runc", b.configTrue: "/bin/true"} {
-		settings := fmt.Appendf(nil, "[cdi]\nvendor = %q\nspec-dirs = [%q]\n[runtime]\nruntimes = [%q]\nlog-file = %q\n",
-			vendor, specDir, runtime, filepath.Join(b.dir, "gpuctk-runtime.log"))
-		if err := os.WriteFile(path, settings, 0o644); err != nil {
-			return nil, err
-		}
-	}
 	// The injected config: what gpuctk-runtime writes, handed to a runc
 	// that does nothing.
-	if _, err := b.prepare(b.requested)(); err != nil {
+	env, err := b.settings("/bin/true", coldCache)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.prepare(b.requested, coldCache)(); err != nil {
 		return nil, err
 	}
 	c := exec.Command(runtimeBin, "--root", b.runcRoot, "create", "--bundle", b.dir, "bench-probe")
-	c.Env = append(os.Environ(), "GPUCTK_CONFIG="+b.configTrue)
+	c.Env = env
 	if out, err := c.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%w: gpuctk-runtime create: %v: %s", errNoRuntime, err, out)
 	}
@@ -80,11 +102,15 @@ func newRuntimeBundle(work, name, runtimeBin, specDir, vendor, device string, ro
 
 var errNoRuntime = fmt.Errorf("gpuctk-runtime does not inject devices on this branch")
 
-// prepare returns a job's prepare function: the root reset, config.json
-// written, and the create command of a fresh container id.
-func (b *runtimeBundle) prepare(config []byte, runtime ...string) func() ([][]string, error) {
+// prepare returns a job's prepare function: the root reset, the cold
+// cache emptied, config.json written, and the create command of a fresh
+// container id.
+func (b *runtimeBundle) prepare(config []byte, cache cacheState, runtime ...string) func() ([][]string, error) {
 	return func() ([][]string, error) {
 		if _, err := b.root.reset(true)(); err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(coldCache.dir(b)); err != nil {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(b.dir, "config.json"), config, 0o644); err != nil {
@@ -109,20 +135,30 @@ func (b *runtimeBundle) delete() error {
 	return nil
 }
 
-// jobs are runc on the plain and the injected config, and gpuctk-runtime
-// on the requested one: create, each.
-func (b *runtimeBundle) jobs(runtimeBin string) []job {
-	env := append(os.Environ(), "GPUCTK_CONFIG="+b.config)
-	return []job{
-		{name: "runc, no device", prepare: b.prepare(b.plain, "runc"), cleanup: b.delete, env: env},
-		{name: "runc, injected config", prepare: b.prepare(b.injected, "runc"), cleanup: b.delete, env: env},
-		{name: "gpuctk-runtime", prepare: b.prepare(b.requested, runtimeBin), cleanup: b.delete, env: env},
+// jobs are runc create on the plain and on the injected config, and
+// gpuctk-runtime create on the requested one with its cache warm and cold.
+func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
+	warm, err := b.settings("runc", warmCache)
+	if err != nil {
+		return nil, err
 	}
+	cold, err := b.settings("runc", coldCache)
+	if err != nil {
+		return nil, err
+	}
+	return []job{
+		{name: "runc, no device", prepare: b.prepare(b.plain, warmCache, "runc"), cleanup: b.delete},
+		{name: "runc, injected config", prepare: b.prepare(b.injected, warmCache, "runc"), cleanup: b.delete},
+		{name: "gpuctk-runtime, warm cache", prepare: b.prepare(b.requested, warmCache, runtimeBin), cleanup: b.delete, env: warm},
+		{name: "gpuctk-runtime, cold cache", prepare: b.prepare(b.requested, coldCache, runtimeBin), cleanup: b.delete, env: cold},
+	}, nil
 }
 
-// memoryJob runs gpuctk-runtime create with /bin/true as the real runtime:
-// its peak memory is then its own (Linux keeps a process's peak across
-// exec), not runc's.
-func (b *runtimeBundle) memoryJob(runtimeBin string) job {
-	return job{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, runtimeBin), env: append(os.Environ(), "GPUCTK_CONFIG="+b.configTrue), memory: true}
+// memoryJob runs gpuctk-runtime create with /bin/true as the real runtime,
+// so that the peak memory is its own (Linux keeps a process's peak across
+// exec), not runc's; with the cache cold, its worst case: the whole spec
+// parsed and the cache written.
+func (b *runtimeBundle) memoryJob(runtimeBin string) (job, error) {
+	env, err := b.settings("/bin/true", coldCache)
+	return job{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, coldCache, runtimeBin), env: env, memory: true}, err
 }
