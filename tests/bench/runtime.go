@@ -135,8 +135,9 @@ func (b *runtimeBundle) delete() error {
 	return nil
 }
 
-// jobs are runc create on the plain and on the injected config, and
-// gpuctk-runtime create on the requested one with its cache warm and cold.
+// jobs are runc create on the plain and on the injected config,
+// gpuctk-runtime create on the requested one with its cache warm and cold,
+// and both again with /bin/true in place of runc.
 func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 	warm, err := b.settings("runc", warmCache)
 	if err != nil {
@@ -146,11 +147,18 @@ func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 	if err != nil {
 		return nil, err
 	}
+	warmTrue, err := b.settings("/bin/true", warmCache)
+	if err != nil {
+		return nil, err
+	}
 	return []job{
 		{name: "runc, no device", prepare: b.prepare(b.plain, warmCache, "runc"), cleanup: b.delete},
 		{name: "runc, injected config", prepare: b.prepare(b.injected, warmCache, "runc"), cleanup: b.delete},
 		{name: "gpuctk-runtime, warm cache", prepare: b.prepare(b.requested, warmCache, runtimeBin), cleanup: b.delete, env: warm},
 		{name: "gpuctk-runtime, cold cache", prepare: b.prepare(b.requested, coldCache, runtimeBin), cleanup: b.delete, env: cold},
+		// The runtime's own work without runc's noise: /bin/true as runc.
+		{name: "/bin/true as runc", prepare: b.prepare(b.requested, warmCache, "/bin/true")},
+		{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, warmCache, runtimeBin), env: warmTrue},
 	}, nil
 }
 
