@@ -82,6 +82,9 @@ func run(o *options) error {
 		}
 	}
 	r := b.r
+	if b.linkCost > 0 {
+		env.linkCost = b.linkCost.Round(time.Microsecond).String()
+	}
 
 	table := r.markdown()
 	text := env.header() + "\n" + table + "\n" + notes(o)
@@ -101,9 +104,10 @@ func run(o *options) error {
 
 // bench is one run of the harness: where it works and what it found.
 type bench struct {
-	o    *options
-	work string
-	r    *report
+	o        *options
+	work     string
+	r        *report
+	linkCost time.Duration // what creating a link took before the hook rows
 }
 
 func (b *bench) bin(name string) string {
@@ -173,6 +177,10 @@ func (b *bench) hook() error {
 		return fmt.Errorf("the large root's cache: %w", err)
 	}
 	largeLabel := fmt.Sprintf("large root (%d files in %s, %d cache entries)", len(files), fakehost.LibDir, len(cache.Entries))
+	// What a link costs on this file system now: the ext4 rows move with it.
+	if b.linkCost, err = linkCost([]string{filepath.Join(small.root, fakehost.LibDir), filepath.Join(large.root, fakehost.LibDir)}, 20); err != nil {
+		return err
+	}
 	for _, tc := range []struct {
 		root      *hookRoot
 		label     string

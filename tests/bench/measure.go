@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,3 +168,27 @@ func timeCmd(c *exec.Cmd) (measured, error) {
 	}
 	return m, nil
 }
+
+// linkCost returns the median time to create a symbolic link in each of
+// dirs, the slowest of them, over n new links per folder that are left in
+// place (deleting them would slow the next allocations on the file systems
+// this is meant to watch).
+func linkCost(dirs []string, n int) (time.Duration, error) {
+	var worst time.Duration
+	for _, dir := range dirs {
+		var d []time.Duration
+		for range n {
+			probes++
+			p := filepath.Join(dir, ".gpuctk-bench-probe-"+strconv.Itoa(probes))
+			t := time.Now()
+			if err := os.Symlink("target", p); err != nil {
+				return 0, err
+			}
+			d = append(d, time.Since(t))
+		}
+		worst = max(worst, median(d))
+	}
+	return worst, nil
+}
+
+var probes int

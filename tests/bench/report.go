@@ -90,6 +90,7 @@ func (r *report) markdown() string {
 // machine describes where and when the figures were taken.
 type machine struct {
 	date, cpu, os, kernel, commit, loadStart, runc, goVersion string
+	linkCost                                                  string // creating a link in the hook's roots, before the hook rows
 	cores                                                     int
 }
 
@@ -145,32 +146,38 @@ func (m *machine) String() string {
 }
 
 func (m *machine) header() string {
-	return fmt.Sprintf("gpuctk %s, %s\nMachine: %s\nLoad average: %s at the start, %s at the end\n",
+	h := fmt.Sprintf("gpuctk %s, %s\nMachine: %s\nLoad average: %s at the start, %s at the end\n",
 		m.commit, m.date, m, m.loadStart, loadAvg())
+	if m.linkCost != "" {
+		h += "Creating a link in the hook's ext4 roots took " + m.linkCost + " (median) just before the hook rows\n"
+	}
+	return h
 }
 
 // notes say how each kind of figure was taken.
 func notes(o *options) string {
-	return fmt.Sprintf(`Each process figure is the median of %d runs (after %d untimed), every run of it
-beside a run of its baseline in the same loop; "Added" is the difference of the
-medians. The hook runs with its spec's arguments on a container root and bundle
-as runc leaves them for createContainer hooks (driver libraries in place, the
-image's own ld.so.cache), put back before each run; its baseline is a process
-fed the same state on stdin. Creating a file or a link costs 0.2 to 0.9 ms on
-these machines' ext4, which has no journal (ext4 then checks recently deleted
-inodes at every allocation, slower the busier the shared disk): the hook makes
-12 links and one file, so the tmpfs rows give its own cost. "Old way" is the
-same hook on the same root with the cache removed, so that it falls back to the
-host's ldconfig over the whole image. Runtime rows time "create" of a busybox container with the real runc
-(deleted after each run, untimed), the spec that of a standard driver install
-with its mounts pointed at stand-in files; gpuctk-runtime keeps its cache of
-resolved devices on tmpfs, as in /run on most hosts ("cold": emptied before
-each run, as after a spec changes). Go benchmark rows are the median of %d runs of
--benchtime %s each (cdi/bench_test.go). "gpuctk CPU" is the median user+system
-time of the measured process and the children it waited for (the machine is
-shared: CPU time moves less with its load than wall time). Peak memory is the
-largest max RSS of the runs, from GNU time (Linux keeps it across exec and
-takes it over waited-for children).
+	return fmt.Sprintf(`Each process figure is the median of %d runs (after %d untimed), every run
+of it beside a run of its baseline in the same loop; "Added" is the
+difference of the medians. The hook runs with its spec's arguments on a
+container root and bundle as runc leaves them for createContainer hooks
+(driver libraries in place, the image's own ld.so.cache), put back before
+each run; its baseline is a process fed the same state on stdin. "Old way"
+is the same hook on the same root with the cache removed, so that it falls
+back to the host's ldconfig over the whole image. The hook makes 12 links
+and one file, and creating one is slow on these machines' ext4, which has
+no journal: ext4 then skips every inode deleted in the last minute or more
+at each allocation, so the cost follows what the shared disk has been
+doing (30 µs to 0.9 ms per link; the figure measured just before the hook
+rows is given with the machine). The tmpfs rows give the hook's own cost.
+Runtime rows time "create" of a busybox container with the real runc
+(deleted after each run, untimed); the spec is a standard driver install's
+with its mounts pointed at stand-in files; gpuctk-runtime keeps its cache
+of resolved devices on tmpfs, as /run is on most hosts ("cold": emptied
+before each run, as after the spec changes). Go benchmark rows are the
+median of %d runs of -benchtime %s each (cdi/bench_test.go). "gpuctk CPU"
+is the median user+system time of the measured process and the children it
+waited for. Peak memory is the largest max RSS of the runs, from GNU time
+(Linux keeps it across exec and takes it over waited-for children).
 `, o.runs, o.warm, o.runs, o.benchtime)
 }
 
@@ -188,11 +195,11 @@ write (the "old way" rows show what that costs). `+"`make bench`"+` measures
 it all and prints this table:
 
 %s
-Measured %s on %s (a shared CI machine; load average %s at the start), gpuctk %s.
+Measured %s on %s (a shared CI machine; load average %s at the start; creating a link in the hook's roots took %s just before its rows), gpuctk %s.
 %s
 To reproduce, as root on Debian: `+"`make bench`"+`. It builds the binaries, prepares a
 small root file system (busybox, glibc, ldconfig) and a large one (a copy of
 the machine's /usr/lib/x86_64-linux-gnu), prints the table and writes it to
 bench.txt; `+"`make bench BENCH_RUNS=50`"+` takes more runs.
-`, table, m.date, m, m.loadStart, m.commit, "\n"+notes(o))
+`, table, m.date, m, m.loadStart, m.linkCost, m.commit, "\n"+notes(o))
 }
