@@ -167,7 +167,7 @@ back to the host's ldconfig over the whole image. The hook makes 12 links
 and one file, and creating one is slow on these machines' ext4, which has
 no journal: ext4 then skips every inode deleted in the last minute or more
 at each allocation, so the cost follows what the shared disk has been
-doing (30 µs to 0.9 ms per link; the figure measured just before the hook
+doing (30 µs to over 1 ms per link; the figure measured just before the hook
 rows is given with the machine). The tmpfs rows give the hook's own cost.
 Runtime rows time "create" of a busybox container with the real runc
 (deleted after each run, untimed); the spec is a standard driver install's
