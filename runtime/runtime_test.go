@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/gpuctk/gpuctk/config"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,6 +12,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/gpuctk/gpuctk/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
