@@ -2,7 +2,8 @@
 // instances, and the driver and CUDA versions.
 //
 // A Host comes from a Source. Two sources exist: NVML (the driver's
-// management library, used on real hosts) and simulated profiles (TOML
+// management library, used on real hosts; package inventory/nvmlhost) and
+// simulated profiles (TOML
 // descriptions of a host, embedded or read from a file, used on machines
 // without a GPU and in tests). Both produce the same Host value, so
 // everything downstream (spec generation, MPS management) is oblivious to

@@ -118,7 +118,14 @@ func TOMLError(err error) error {
 	var derr *toml.DecodeError
 	if errors.As(err, &derr) {
 		row, col := derr.Position()
-		return fmt.Errorf("line %d column %d: %s", row, col, strings.TrimPrefix(derr.Error(), "toml: "))
+		msg, rest, _ := strings.Cut(strings.TrimPrefix(derr.Error(), "toml: "), " into struct field")
+		if i := strings.LastIndex(rest, " of type "); i >= 0 {
+			msg += " into " + rest[i+len(" of type "):]
+		}
+		if key := derr.Key(); len(key) > 0 {
+			msg = strings.Join(key, ".") + ": " + msg
+		}
+		return fmt.Errorf("line %d column %d: %s", row, col, msg)
 	}
 	return err
 }

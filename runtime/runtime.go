@@ -17,12 +17,26 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 )
 
+// ConfigEnv names the variable that points gpuctk-runtime at a
+// configuration file other than config.DefaultPath.
+const ConfigEnv = "GPUCTK_CONFIG"
+
+// loadConfig reads the file $GPUCTK_CONFIG names, which must exist, or
+// else config.DefaultPath, which may be missing.
+func loadConfig() (*config.Config, error) {
+	if p := os.Getenv(ConfigEnv); p != "" {
+		return config.Load(p, true)
+	}
+	return config.Load(config.DefaultPath, false)
+}
+
 // Runtime is one invocation of gpuctk-runtime.
 type Runtime struct {
-	cfg  *Settings
+	cfg  *config.Config
 	exec func(path string, argv, env []string) error
 	env  []string
 }
@@ -30,8 +44,8 @@ type Runtime struct {
 // Option configures a Runtime.
 type Option func(*Runtime)
 
-// WithSettings sets the settings (default: DefaultSettings()).
-func WithSettings(s *Settings) Option { return func(r *Runtime) { r.cfg = s } }
+// WithConfig sets the configuration (default: config.Default()).
+func WithConfig(c *config.Config) Option { return func(r *Runtime) { r.cfg = c } }
 
 // WithExec replaces syscall.Exec, for tests: the function gets the real
 // runtime's path, its argv and its environment.
@@ -46,16 +60,16 @@ func New(opts ...Option) *Runtime {
 		o(r)
 	}
 	if r.cfg == nil {
-		r.cfg = DefaultSettings()
+		r.cfg = config.Default()
 	}
 	return r
 }
 
-// Main is gpuctk-runtime: it loads the settings and runs args. A broken
+// Main is gpuctk-runtime: it loads the configuration and runs args. A broken
 // configuration fails create, in runc's log too, but not the other
 // commands: it must not keep containers from being stopped and deleted.
 func Main(args []string) error {
-	s, err := LoadSettings()
+	s, err := loadConfig()
 	if err != nil {
 		inv := parseArgs(args)
 		if inv.command == "create" {
@@ -65,9 +79,9 @@ func Main(args []string) error {
 			log.Close()
 			return err
 		}
-		s = DefaultSettings()
+		s = config.Default()
 	}
-	return New(WithSettings(s)).Run(args)
+	return New(WithConfig(s)).Run(args)
 }
 
 // Run handles a runc command line (without the program name): it prepares
@@ -144,7 +158,7 @@ func (r *Runtime) realRuntime() (string, error) {
 			return p, nil
 		}
 	}
-	where := ConfigPath
+	where := config.DefaultPath
 	if r.cfg.Path != "" {
 		where = r.cfg.Path
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/gpuctk/gpuctk/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -56,12 +58,12 @@ func newFixture(t testing.TB, edit func(*specs.Spec)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultSettings()
+	cfg := config.Default()
 	cfg.CDI.SpecDirs = []string{cdiDir, filepath.Join(dir, "no-such-dir")}
 	cfg.Runtime.Runtimes = []string{filepath.Join(dir, "no-crun"), f.runc}
 	cfg.Runtime.LogFile = f.log
 	cfg.Runtime.CacheDir = filepath.Join(dir, "cache")
-	f.rt = New(WithSettings(cfg), WithExec(func(path string, argv, env []string) error {
+	f.rt = New(WithConfig(cfg), WithExec(func(path string, argv, env []string) error {
 		if path != f.runc {
 			t.Errorf("exec %s, want %s", path, f.runc)
 		}

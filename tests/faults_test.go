@@ -3,7 +3,10 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,5 +119,77 @@ func TestMPSStopWithoutDriver(t *testing.T) {
 	}
 	if mpsDaemonRuns(pid) {
 		t.Error("the daemon still runs")
+	}
+}
+
+// TestRuntimeKilledMidCreate kills gpuctk-runtime at random moments of
+// create, many times: config.json is always either the old document or the
+// new one, never torn.
+func TestRuntimeKilledMidCreate(t *testing.T) {
+	dir := t.TempDir()
+	specDir := filepath.Join(dir, "cdi")
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-h100-mig", "--config", writeConfig(t, ""),
+		"--output", filepath.Join(specDir, "nvidia.yaml"))
+	// The real runtime is /bin/true: a create that survives execs it harmlessly.
+	cfg := writeConfig(t, fmt.Sprintf("[cdi]\nspec-dirs = [%q]\n[runtime]\nruntimes = [\"/bin/true\"]\nlog-file = %q\ncache-dir = %q\n",
+		specDir, filepath.Join(dir, "runtime.log"), filepath.Join(dir, "cache")))
+	bundle := filepath.Join(dir, "bundle")
+	os.MkdirAll(bundle, 0o755)
+	// A large document, so the write takes long enough to be interrupted.
+	env := []string{"NVIDIA_VISIBLE_DEVICES=mig-3,mig-40", "PATH=/bin"}
+	for i := 0; i < 2000; i++ {
+		env = append(env, fmt.Sprintf("FILLER_%d=%s", i, strings.Repeat("x", 64)))
+	}
+	old, _ := json.MarshalIndent(map[string]any{"ociVersion": "1.0.2", "root": map[string]any{"path": "rootfs"},
+		"process": map[string]any{"args": []string{"sh"}, "env": env, "cwd": "/"}, "linux": map[string]any{}}, "", "\t")
+	configJSON := filepath.Join(bundle, "config.json")
+	create := func(id string) *exec.Cmd {
+		cmd := exec.Command(bin("gpuctk-runtime"), "create", "--bundle", bundle, id)
+		cmd.Env = []string{"GPUCTK_CONFIG=" + cfg, "PATH=/usr/bin:/bin"}
+		return cmd
+	}
+	// One uninterrupted create fills the runtime's device cache and tells
+	// how long a create takes.
+	os.WriteFile(configJSON, old, 0o644)
+	start := time.Now()
+	if out, err := create("warm").CombinedOutput(); err != nil {
+		t.Fatalf("create: %v: %s", err, out)
+	}
+	took := time.Since(start)
+	killed, completed, rewritten := 0, 0, 0
+	for i := 0; i < 150; i++ {
+		if err := os.WriteFile(configJSON, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := create(fmt.Sprintf("c%d", i))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Kill at a point spread over the whole create and a bit beyond.
+		time.Sleep(took * time.Duration(i%30) / 25)
+		cmd.Process.Kill()
+		if err := cmd.Wait(); err == nil {
+			completed++
+		} else {
+			killed++
+		}
+		data, err := os.ReadFile(configJSON)
+		if err != nil {
+			t.Fatalf("run %d: config.json: %v", i, err)
+		}
+		if string(data) == string(old) {
+			continue
+		}
+		var doc struct {
+			Process struct{ Env []string } `json:"process"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil || !slices.Contains(doc.Process.Env, "NVIDIA_VISIBLE_DEVICES=void") {
+			t.Fatalf("run %d: config.json is neither old nor new (%v):\n%.300s", i, err, data)
+		}
+		rewritten++
+	}
+	t.Logf("create takes %v; %d runs killed, %d completed; config.json rewritten %d times, old %d times", took, killed, completed, rewritten, 150-rewritten)
+	if killed == 0 || rewritten == 0 || rewritten == 150 {
+		t.Errorf("the kills did not land both before and after the write: %d killed, %d rewritten", killed, rewritten)
 	}
 }

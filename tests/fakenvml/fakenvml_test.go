@@ -12,6 +12,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
 
@@ -67,7 +68,7 @@ func TestProfilesThroughNVML(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := profileHost(t, name)
 			useHost(t, want)
-			src, err := inventory.OpenNVML(lib)
+			src, err := nvmlhost.Open(lib)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +139,7 @@ func TestNVMLErrors(t *testing.T) {
 			case tc.profile != "":
 				useHost(t, profileHost(t, tc.profile), tc.faults...)
 			}
-			src, err := inventory.OpenNVML(path)
+			src, err := nvmlhost.Open(path)
 			if err == nil {
 				var h *inventory.Host
 				if h, err = src.Host(); err == nil {

@@ -1,4 +1,4 @@
-package inventory
+package nvmlhost
 
 import (
 	"bytes"
@@ -132,7 +132,7 @@ func TestNVMLHost(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, err := NewNVML(tc.lib(t)).Host()
+			h, err := New(tc.lib(t)).Host()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +208,7 @@ func TestNVMLErrors(t *testing.T) {
 				{1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
 			}})
 			tc.mutate(s)
-			h, err := NewNVML(s).Host()
+			h, err := New(s).Host()
 			if err == nil {
 				t.Fatalf("no error; host %+v", h)
 			}
@@ -226,7 +226,7 @@ func TestNVMLErrors(t *testing.T) {
 }
 
 func TestOpenNVMLMissing(t *testing.T) {
-	_, err := OpenNVML(filepath.Join(t.TempDir(), "libnvidia-ml.so.1"))
+	_, err := Open(filepath.Join(t.TempDir(), "libnvidia-ml.so.1"))
 	if err == nil || !strings.Contains(err.Error(), "no such file") || !strings.Contains(err.Error(), "--driver-root or --simulate") {
 		t.Fatalf("err = %v, want the missing file and what to do", err)
 	}

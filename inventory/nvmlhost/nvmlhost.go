@@ -1,4 +1,4 @@
-package inventory
+package nvmlhost
 
 import (
 	"errors"
@@ -7,36 +7,38 @@ import (
 	"os"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuctk/gpuctk/inventory"
 )
 
-// NVML reads the host from the driver's management library
-// (libnvidia-ml.so.1). It is the Source used on real hosts.
-type NVML struct {
+// Source reads the host from the driver's management library
+// (libnvidia-ml.so.1). It is the inventory.Source used on real hosts.
+type Source struct {
 	lib nvml.Interface
 	// path names the library in errors; empty when unknown.
 	path string
 }
 
-// NewNVML returns a Source that queries lib. Production code passes
-// nvml.New(nvml.WithLibraryPath(path)) (see OpenNVML); tests pass go-nvml's
+// New returns a Source that queries lib. Production code passes
+// nvml.New(nvml.WithLibraryPath(path)) (see Open); tests pass go-nvml's
 // mocks.
-func NewNVML(lib nvml.Interface) *NVML {
-	return &NVML{lib: lib}
+func New(lib nvml.Interface) *Source {
+	return &Source{lib: lib}
 }
 
-// OpenNVML returns the Source for the libnvidia-ml.so.1 at libPath, the one
+// Open returns the Source for the libnvidia-ml.so.1 at libPath, the one
 // driver discovery found under the driver root. The library is loaded by
 // Host, not here.
-func OpenNVML(libPath string) (*NVML, error) {
+func Open(libPath string) (*Source, error) {
 	if _, err := os.Stat(libPath); err != nil {
 		return nil, fmt.Errorf("NVML library: %w: is the NVIDIA driver installed? use --driver-root or --simulate", err)
 	}
-	return &NVML{lib: nvml.New(nvml.WithLibraryPath(libPath)), path: libPath}, nil
+	return &Source{lib: nvml.New(nvml.WithLibraryPath(libPath)), path: libPath}, nil
 }
 
 // Host initialises NVML, reads every GPU and MIG device, and shuts NVML
 // down again.
-func (n *NVML) Host() (*Host, error) {
+func (n *Source) Host() (*inventory.Host, error) {
 	if ret := n.lib.Init(); ret != nvml.SUCCESS {
 		lib := "NVML"
 		if n.path != "" {
@@ -48,7 +50,7 @@ func (n *NVML) Host() (*Host, error) {
 	// release the library changes nothing for the caller.
 	defer n.lib.Shutdown()
 
-	h := &Host{}
+	h := &inventory.Host{}
 	var ret nvml.Return
 	if h.DriverVersion, ret = n.lib.SystemGetDriverVersion(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML: driver version: %w", ret)
@@ -89,8 +91,8 @@ func field(name string, ret nvml.Return) error {
 	return fmt.Errorf("%s: %w", name, ret)
 }
 
-func readGPU(dev nvml.Device) (*GPU, error) {
-	var g GPU
+func readGPU(dev nvml.Device) (*inventory.GPU, error) {
+	var g inventory.GPU
 	var ret nvml.Return
 	if g.Index, ret = dev.GetIndex(); ret != nvml.SUCCESS {
 		return nil, field("index", ret)
@@ -155,8 +157,8 @@ func readGPU(dev nvml.Device) (*GPU, error) {
 
 const mib = 1 << 20
 
-func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*MIGDevice, error) {
-	m := MIGDevice{Index: slot}
+func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*inventory.MIGDevice, error) {
+	m := inventory.MIGDevice{Index: slot}
 	var ret nvml.Return
 	if m.GI, ret = dev.GetGpuInstanceId(); ret != nvml.SUCCESS {
 		return nil, field("GPU instance id", ret)
