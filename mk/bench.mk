@@ -8,5 +8,5 @@ BENCH_TIME ?= 0.3s
 
 bench: build ldcache-deps
 	tests/install-deps.sh
-	@test -x /usr/bin/time || { echo "installing time"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends time >/dev/null; }
+	@test -x /usr/bin/time || { echo "installing time"; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends time >/dev/null; }
 	$(GO) run ./tests/bench -bin $(BIN) -runs $(BENCH_RUNS) -benchtime $(BENCH_TIME) -out bench.txt -perf perf.md
