@@ -1,8 +1,8 @@
 # make bench: what gpuctk adds to a container's start, as one table
 # (tests/bench): the hook on a small and a large root file system, the
 # runtime around runc, spec generation and resolution, peak memory. Needs
-# root. Writes bench.txt (ignored by git) and perf.md, the README's
-# performance section. Not part of `make test`: nothing there is timed.
+# root. Writes bench.txt and perf.md (both ignored by git; perf.md is the
+# README's performance section, pasted by hand). Not part of `make test`.
 BENCH_RUNS ?= 25
 BENCH_TIME ?= 0.3s
 
