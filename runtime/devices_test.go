@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"reflect"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -108,5 +109,17 @@ func TestParseArgs(t *testing.T) {
 		if got := parseArgs(tt.args); got != tt.want {
 			t.Errorf("parseArgs(%q) = %+v, want %+v", tt.args, got, tt.want)
 		}
+	}
+}
+
+func TestUnknownDevicesListIsBounded(t *testing.T) {
+	var have []string
+	for i := range 1345 {
+		have = append(have, fmt.Sprintf("nvidia.com/gpu=mig-%d", i))
+	}
+	err := unknownDevices([]string{"nvidia.com/gpu=9"}, &request{source: EnvVar}, []string{"/etc/cdi"}, have, nil)
+	msg := err.Error()
+	if !strings.Contains(msg, "nvidia.com/gpu=mig-11 and 1333 more (`gpuctk cdi list` shows them all)") || strings.Contains(msg, "mig-12,") || len(msg) > 600 {
+		t.Errorf("message = %q", msg)
 	}
 }

@@ -310,10 +310,17 @@ func (r *Runtime) injectCommon(spec *specs.Spec, req *request, kind string) erro
 }
 
 // unknownDevices names the devices no spec provides and those that exist.
+// maxListed bounds the devices an unknown-device error names: a large
+// host's spec has over a thousand.
+const maxListed = 12
+
 func unknownDevices(unknown []string, req *request, dirs, have, errs []string) error {
 	known := "provide no device at all: run `gpuctk cdi generate`"
 	if len(have) > 0 {
-		known = "provide " + strings.Join(have, ", ")
+		known = "provide " + strings.Join(have[:min(len(have), maxListed)], ", ")
+	}
+	if len(have) > maxListed {
+		known += fmt.Sprintf(" and %d more (`gpuctk cdi list` shows them all)", len(have)-maxListed)
 	}
 	what := "device"
 	if len(unknown) > 1 {
