@@ -1,8 +1,8 @@
 package runtime
 
 import (
-	"reflect"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
