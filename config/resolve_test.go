@@ -5,21 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/internal/fakehost"
 )
 
-func loadHost(t *testing.T, name string) *inventory.Host {
-	t.Helper()
-	p, err := inventory.LoadProfile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := p.Host()
-	return h
-}
-
 func TestResolve(t *testing.T) {
-	h := loadHost(t, "dgx-a100")
+	h := fakehost.Host(t, "dgx-a100")
 	for _, tc := range []struct {
 		name, toml string
 		want       []string // names of shared devices, with their replica counts
@@ -86,7 +76,7 @@ replicas = 3
 }
 
 func TestSharedDefaults(t *testing.T) {
-	h := loadHost(t, "h100")
+	h := fakehost.Host(t, "h100")
 	c, err := Parse([]byte("[[sharing]]\ndevices=[\"mig-0\"]\nstrategy=\"mps\"\nreplicas=3\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,28 +5,15 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/internal/fakehost"
 )
-
-func loadHost(t *testing.T, name string) *inventory.Host {
-	t.Helper()
-	p, err := inventory.LoadProfile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p.Host()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
 
 // dgxDevices resolves sharing entries on the dgx-a100 profile and returns
 // the MPS-shared devices.
 func dgxDevices(t *testing.T, sharing ...config.Sharing) []Device {
 	t.Helper()
 	cfg := &config.Config{Sharing: sharing}
-	shared, err := cfg.Resolve(loadHost(t, "dgx-a100"))
+	shared, err := cfg.Resolve(fakehost.Host(t, "dgx-a100"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
@@ -143,4 +144,19 @@ func Build(root string, p *inventory.Profile) error {
 		return fmt.Errorf("ldconfig -r %s: %v: %s", root, err, b)
 	}
 	return nil
+}
+
+// Host returns the host of an embedded profile, failing the test when it
+// does not load.
+func Host(t testing.TB, profile string) *inventory.Host {
+	t.Helper()
+	p, err := inventory.LoadProfile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuctk/gpuctk/internal/fakehost"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/tests/fakenvml"
@@ -47,26 +48,13 @@ func useHost(t *testing.T, h *inventory.Host, faults ...fakenvml.Fault) {
 	t.Setenv(fakenvml.EnvVar, path)
 }
 
-func profileHost(t *testing.T, name string) *inventory.Host {
-	t.Helper()
-	p, err := inventory.LoadProfile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := p.Host()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
-}
-
 // TestProfilesThroughNVML reads every embedded profile back through the
 // production path: go-nvml dlopens the library, resolves the versioned
 // symbols and the NVML source builds the host.
 func TestProfilesThroughNVML(t *testing.T) {
 	for _, name := range inventory.Profiles() {
 		t.Run(name, func(t *testing.T) {
-			want := profileHost(t, name)
+			want := fakehost.Host(t, name)
 			useHost(t, want)
 			src, err := nvmlhost.Open(lib)
 			if err != nil {
@@ -137,7 +125,7 @@ func TestNVMLErrors(t *testing.T) {
 			case tc.noHost:
 				t.Setenv(fakenvml.EnvVar, "")
 			case tc.profile != "":
-				useHost(t, profileHost(t, tc.profile), tc.faults...)
+				useHost(t, fakehost.Host(t, tc.profile), tc.faults...)
 			}
 			src, err := nvmlhost.Open(path)
 			if err == nil {
@@ -163,7 +151,7 @@ func TestNVMLErrors(t *testing.T) {
 // TestReturnCodes checks the codes the library gives where NVML's
 // reference specifies them, through go-nvml's own calls.
 func TestReturnCodes(t *testing.T) {
-	useHost(t, profileHost(t, "dgx-a100"))
+	useHost(t, fakehost.Host(t, "dgx-a100"))
 	l := nvml.New(nvml.WithLibraryPath(lib))
 	if ret := l.Init(); ret != nvml.SUCCESS {
 		t.Fatalf("init: %v", ret)
@@ -225,7 +213,7 @@ func TestReturnCodes(t *testing.T) {
 // TestL40SNotSupported checks that a GPU without MIG answers NOT_SUPPORTED
 // to MIG queries, which the NVML source reads as MIG disabled.
 func TestL40SNotSupported(t *testing.T) {
-	useHost(t, profileHost(t, "l40s"))
+	useHost(t, fakehost.Host(t, "l40s"))
 	l := nvml.New(nvml.WithLibraryPath(lib))
 	if ret := l.Init(); ret != nvml.SUCCESS {
 		t.Fatalf("init: %v", ret)
@@ -241,7 +229,7 @@ func TestL40SNotSupported(t *testing.T) {
 }
 
 func TestWriteErrors(t *testing.T) {
-	h := profileHost(t, "h100")
+	h := fakehost.Host(t, "h100")
 	h.GPUs[0].MIG[2].Profile = "large"
 	err := fakenvml.Write(&strings.Builder{}, h)
 	if err == nil || !strings.Contains(err.Error(), `GPU 0 MIG device 2: MIG profile "large"`) {
