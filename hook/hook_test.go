@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpuctk/gpuctk/internal/fakehost"
@@ -246,5 +247,37 @@ func TestSetupCacheHostile(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(victim); string(got) != string(cache) {
 		t.Error("the host file the image's cache links to was changed")
+	}
+}
+
+// TestSetupConcurrentSameRoot runs many hooks at once on one root, as for
+// containers sharing a root file system: with no cache (ldconfig path) and
+// with one (merge path), every run succeeds.
+func TestSetupConcurrentSameRoot(t *testing.T) {
+	for _, withCache := range []bool{false, true} {
+		b, root := bundle(t)
+		if withCache {
+			imageCache(t, root)
+		}
+		args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1", "--library", libDir+"/libcuda.so")
+		var wg sync.WaitGroup
+		errs := make(chan string, 20)
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if code, stderr := runHook(t, b, args...); code != 0 {
+					errs <- stderr
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Errorf("cache %v: %s", withCache, e)
+		}
+		if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+			t.Errorf("ldconfig -p:\n%s", out)
+		}
 	}
 }

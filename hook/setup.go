@@ -10,6 +10,7 @@ import (
 	"path"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/gpuctk/gpuctk/internal/ldcache"
 )
@@ -35,6 +36,13 @@ func setup(e *Env, args []string) error {
 		return fmt.Errorf("container root: %w", err)
 	}
 	defer root.Close()
+	// Containers can share a root (podman --rootfs): their hooks would race
+	// on the same links and on ldconfig's fixed temp file. One at a time.
+	unlock, err := lockRoot(rootPath)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for _, l := range f["link"] {
 		target, link, ok := strings.Cut(l, "::")
 		if !ok || target == "" || !path.IsAbs(link) {
@@ -66,6 +74,19 @@ func setup(e *Env, args []string) error {
 		}
 	}
 	return updateCache(root, rootPath, ldconfig, f["folder"])
+}
+
+// lockRoot takes an exclusive flock on the container root's folder.
+func lockRoot(rootPath string) (func(), error) {
+	f, err := os.Open(rootPath)
+	if err != nil {
+		return nil, fmt.Errorf("container root: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("container root: lock: %w", err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // errNoCache means the container has no linker cache this hook can merge
