@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,11 +125,11 @@ func TestSetupRace(t *testing.T) {
 			// leaving it real most of the time so some runs complete.
 			if os.Rename(real, hold) == nil {
 				os.Symlink(link, real)
-				time.Sleep(20 * time.Microsecond)
+				runtime.Gosched()
 				os.Remove(real)
 				os.Rename(hold, real)
 			}
-			time.Sleep(200 * time.Microsecond)
+			time.Sleep(time.Millisecond)
 		}
 	}
 	wg.Add(2)
