@@ -23,7 +23,7 @@ FUZZTIME  ?= 10s
 # Fragments add to TEST_DEPS, so they are read before the rules use it.
 include $(wildcard mk/*.mk)
 
-.PHONY: all build test fuzz bench deps lint clean
+.PHONY: all build spec test fuzz bench deps lint clean
 all: build
 
 build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
@@ -34,6 +34,12 @@ $(BIN)/gpuctk: FORCE
 	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
 $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
+
+# The main job on a machine without a GPU: the spec of a simulated host on
+# stdout, its summary on stderr (make spec SIMULATE=h100 for another).
+SIMULATE ?= dgx-a100
+spec:
+	@$(GO) run ./cmd/gpuctk cdi generate --simulate $(SIMULATE)
 
 deps: $(TEST_DEPS)
 	tests/install-deps.sh
