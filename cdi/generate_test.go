@@ -216,9 +216,11 @@ func TestYAMLRoundTrip(t *testing.T) {
 			}
 		})
 	}
-	// Strings YAML would otherwise read as something else stay strings.
+	// Strings YAML would otherwise read as something else stay strings,
+	// control characters included.
 	spec := &specs.Spec{Version: "0.5.0", Kind: "nvidia.com/gpu", Devices: []specs.Device{
-		{Name: "0:1", ContainerEdits: specs.ContainerEdits{Env: []string{"A=yes", "B=\"q\"\n#x", "no", "1e3", "~"}}},
+		{Name: "0:1", ContainerEdits: specs.ContainerEdits{Env: []string{"A=yes", "B=\"q\"\n#x", "no", "1e3", "~",
+			"C=\x7f\u0085\u0080\u009f\u2028\ufeff\t\\", "D=*alias &anchor {}", "E=é漢"}}},
 	}}
 	w := yamlWriter{}
 	got, err := cdiapi.ParseSpec(w.spec(spec))
@@ -227,5 +229,10 @@ func TestYAMLRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got.Devices, spec.Devices) {
 		t.Errorf("read back %+v", got.Devices)
+	}
+	// Bytes that are not UTF-8 cannot be written as a YAML string.
+	spec.Devices[0].ContainerEdits.Env = []string{"A=\xff"}
+	if _, err := Marshal(spec, "yaml"); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("invalid UTF-8: err = %v", err)
 	}
 }

@@ -43,7 +43,8 @@ func Marshal(spec *specs.Spec, format string) ([]byte, error) {
 	}
 	if canWriteYAML(spec) {
 		w := yamlWriter{b: make([]byte, 0, 64<<10)}
-		return w.spec(spec), nil
+		out := w.spec(spec)
+		return out, w.err
 	}
 	var sb strings.Builder
 	sb.WriteString("---\n")

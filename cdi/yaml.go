@@ -1,9 +1,10 @@
 package cdi
 
 import (
-	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"tags.cncf.io/container-device-interface/specs-go"
 )
@@ -13,7 +14,10 @@ import (
 // host's spec. Every string is written double-quoted with JSON escapes,
 // which YAML reads as the same string, so no value can be misread as a
 // number, a boolean or a sexagesimal ("0:1").
-type yamlWriter struct{ b []byte }
+type yamlWriter struct {
+	b   []byte
+	err error
+}
 
 // canWriteYAML reports whether a spec uses only the fields yamlWriter
 // knows; anything else goes through the reflective encoder.
@@ -51,6 +55,9 @@ func (w *yamlWriter) spec(s *specs.Spec) []byte {
 		e.edits(6, &s.Devices[i].ContainerEdits)
 		edits[i] = e.b
 		uses[string(e.b)]++
+		if w.err == nil {
+			w.err = e.err
+		}
 	}
 	anchors, used := map[string]string{}, map[string]bool{}
 	for i := range s.Devices {
@@ -157,10 +164,27 @@ func (w *yamlWriter) line(ind int, s string) {
 	w.b = append(w.b, '\n')
 }
 
+// quoted writes s as a YAML double-quoted scalar. Every character YAML
+// does not take literally in one (C0 and C1 controls, DEL, NEL, the line
+// and paragraph separators, the byte order mark) is escaped as \uXXXX,
+// so the parser reads back exactly s. A string that is not valid UTF-8
+// cannot be written; the writer records an error.
 func (w *yamlWriter) quoted(s string) {
-	q, _ := json.Marshal(s) // cannot fail for a string
-	w.b = append(w.b, q...)
-	w.b = append(w.b, '\n')
+	if !utf8.ValidString(s) && w.err == nil {
+		w.err = fmt.Errorf("spec value %q is not valid UTF-8", s)
+	}
+	w.b = append(w.b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			w.b = append(w.b, '\\', byte(r))
+		case r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 || r == 0xfeff:
+			w.b = fmt.Appendf(w.b, "\\u%04x", r)
+		default:
+			w.b = utf8.AppendRune(w.b, r)
+		}
+	}
+	w.b = append(w.b, '"', '\n')
 }
 
 func (w *yamlWriter) str(ind int, key, v string) {
