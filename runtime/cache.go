@@ -41,8 +41,11 @@ type cachedDevice struct {
 	Edits cdispec.ContainerEdits `json:"edits"`
 }
 
-// fingerprint identifies the current content of the spec dirs.
-func fingerprint(dirs []string) string {
+// fingerprint identifies the current content of the spec dirs. It also
+// returns the newest change time among the specs: a spec changed within a
+// timestamp tick of now could change again unseen (git's racy-index case).
+func fingerprint(dirs []string) (string, time.Time) {
+	var newest time.Time
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00", cacheFormat)
 	for _, dir := range dirs {
@@ -67,9 +70,12 @@ func fingerprint(dirs []string) string {
 			}
 			fmt.Fprintf(h, "file %s %v %d %d %d %d.%d %d\x00", e.Name(), fi.Mode(), fi.Size(), fi.ModTime().UnixNano(),
 				st.Ino, st.Ctim.Sec, st.Ctim.Nsec, st.Dev)
+			if c := time.Unix(st.Ctim.Sec, st.Ctim.Nsec); c.After(newest) {
+				newest = c
+			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return hex.EncodeToString(h.Sum(nil)[:16]), newest
 }
 
 // usableCacheDir makes the cache dir, or accepts an existing one, only if

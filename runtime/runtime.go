@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
@@ -263,7 +264,7 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 	}
 	var fp string
 	if cacheDir != "" {
-		fp = fingerprint(dirs)
+		fp, _ = fingerprint(dirs)
 		edits, unknown, index, ok := cachedEdits(filepath.Join(cacheDir, fp), req.devices)
 		switch {
 		case ok && len(unknown) > 0:
@@ -276,8 +277,14 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 		}
 	}
 	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	// Cache what the library read only if the specs are what the
+	// fingerprint describes: unchanged while it read them, and not changed
+	// so recently that a rewrite within the same timestamp tick (a jiffy,
+	// 10 ms at most) would go unseen.
 	if cacheDir != "" {
-		writeCache(cacheDir, fp, cache)
+		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
+			writeCache(cacheDir, fp, cache)
+		}
 	}
 	unresolved, err := cache.InjectDevices(spec, req.devices...)
 	if len(unresolved) > 0 {
@@ -310,6 +317,10 @@ func (r *Runtime) injectCommon(spec *specs.Spec, req *request, kind string) erro
 }
 
 // unknownDevices names the devices no spec provides and those that exist.
+// racyWindow is how long after a spec changes its resolved devices are
+// not cached.
+const racyWindow = 50 * time.Millisecond
+
 // maxListed bounds the devices an unknown-device error names: a large
 // host's spec has over a thousand.
 const maxListed = 12

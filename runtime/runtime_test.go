@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -352,11 +353,21 @@ func TestCache(t *testing.T) {
 		spec, _ := os.ReadFile("testdata/cdi/nvidia.yaml")
 		os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), spec, 0o644)
 		f.rt.cfg.CDI.SpecDirs = []string{specDir}
+		// Just written: resolved, but not cached, since a rewrite within
+		// the same timestamp tick would go unseen.
 		if err := run(f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir); len(entries) != 0 {
+			t.Fatalf("a spec changed just now was cached: %v", entries)
+		}
+		time.Sleep(racyWindow + 10*time.Millisecond)
+		if err := run(f, withEnv("0")); err != nil {
 			t.Fatal(err)
 		}
 		first := entry(t, f)
 		os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), bytes.ReplaceAll(spec, []byte("name: mig-0"), []byte("name: mig-9")), 0o644)
+		time.Sleep(racyWindow + 10*time.Millisecond)
 		err := run(f, withEnv("mig-9"))
 		if err != nil {
 			t.Fatal(err)
