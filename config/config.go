@@ -74,6 +74,11 @@ type Runtime struct {
 	// CacheDir holds the devices' edits as resolved from the CDI specs,
 	// so that a container start reads a small file, not every spec.
 	CacheDir string `toml:"cache-dir"`
+	// AcceptVisibleDevicesEnv takes device requests from the container's
+	// NVIDIA_VISIBLE_DEVICES. The image sets that variable, so a cluster
+	// that hands out devices only through its device plugin (annotations,
+	// mounts) turns this off.
+	AcceptVisibleDevicesEnv *bool `toml:"accept-visible-devices-env"`
 }
 
 // Default returns the configuration used when no file exists.
@@ -105,6 +110,10 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.Runtime.LogFile, "/var/log/gpuctk-runtime.log")
 	setDefault(&c.Runtime.CacheDir, "/run/gpuctk/runtime-cache")
+	if c.Runtime.AcceptVisibleDevicesEnv == nil {
+		t := true
+		c.Runtime.AcceptVisibleDevicesEnv = &t
+	}
 }
 
 func setDefault(s *string, v string) {

@@ -39,13 +39,21 @@ type request struct {
 // common edits set it, so a container whose engine injected the devices
 // itself (containerd 2.x and CRI-O resolve cdi.k8s.io/ annotations) is not
 // given them twice.
-func requested(spec *specs.Spec, kind string) (*request, error) {
+//
+// The image sets the environment and may bind /dev/null where it likes, so
+// those two sources name only devices of kind; annotations, set by the
+// orchestrator, may name any. With acceptEnv false the variable is not a
+// source at all (void still means "injected already").
+func requested(spec *specs.Spec, kind string, acceptEnv bool) (*request, error) {
 	val := envValue(spec)
 	if strings.TrimSpace(val) == "void" {
 		return nil, nil
 	}
 	if r, err := fromAnnotations(spec.Annotations); r != nil || err != nil {
 		return r, err
+	}
+	if !acceptEnv {
+		val = ""
 	}
 	switch strings.TrimSpace(val) {
 	case "none":
@@ -151,11 +159,15 @@ func fromMounts(mounts []specs.Mount, kind string) (*request, error) {
 }
 
 // qualify turns one of our device names into a CDI name of kind; a fully
-// qualified name stays as it is.
+// qualified name stays as it is, and must be of kind.
 func qualify(name, kind string) (string, error) {
 	if strings.Contains(name, "=") {
-		if _, _, _, err := parser.ParseQualifiedName(name); err != nil {
+		vendor, class, _, err := parser.ParseQualifiedName(name)
+		if err != nil {
 			return "", fmt.Errorf("%q is not a CDI device name: %w", name, err)
+		}
+		if vendor+"/"+class != kind {
+			return "", fmt.Errorf("%q is not a %s device: name devices of other kinds with cdi.k8s.io/ annotations", name, kind)
 		}
 		return name, nil
 	}

@@ -32,8 +32,13 @@ func TestRequested(t *testing.T) {
 			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=mig-0"}}},
 		{name: "env list of our names", spec: specs.Spec{Process: env("0, 0::1,GPU-4c8d3e2a-1f0b-4b7e-9a51-6d2f0c1e8a77,1:0,0")},
 			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=0::1", "nvidia.com/gpu=GPU-4c8d3e2a-1f0b-4b7e-9a51-6d2f0c1e8a77", "nvidia.com/gpu=1:0"}}},
-		{name: "env qualified", spec: specs.Spec{Process: env("example.com/fpga=a,mig-1")},
-			want: &request{source: EnvVar, devices: []string{"example.com/fpga=a", "nvidia.com/gpu=mig-1"}}},
+		{name: "env qualified", spec: specs.Spec{Process: env("nvidia.com/gpu=mig-0,mig-1")},
+			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=mig-0", "nvidia.com/gpu=mig-1"}}},
+		// The image sets the environment: it may not pull in other vendors' devices.
+		{name: "env other kind", spec: specs.Spec{Process: env("example.com/fpga=a,mig-1")},
+			wantErr: `"example.com/fpga=a" is not a nvidia.com/gpu device: name devices of other kinds with cdi.k8s.io/ annotations`},
+		{name: "mount other kind", spec: specs.Spec{Mounts: []specs.Mount{devnull(MountDir + "/cdi/example.com/fpga=a")}},
+			wantErr: `is not a nvidia.com/gpu device`},
 		{name: "env all", spec: specs.Spec{Process: env("all")},
 			want: &request{source: EnvVar, devices: []string{"nvidia.com/gpu=all"}}},
 		{name: "env none", spec: specs.Spec{Process: env("none")},
@@ -72,7 +77,7 @@ func TestRequested(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := requested(&tt.spec, "nvidia.com/gpu")
+			got, err := requested(&tt.spec, "nvidia.com/gpu", true)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
@@ -86,6 +91,35 @@ func TestRequested(t *testing.T) {
 				t.Errorf("requested = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRequestedWithoutEnv: with accept-visible-devices-env off, the
+// variable requests nothing; annotations and mounts still do, and void
+// still means the devices are in already.
+func TestRequestedWithoutEnv(t *testing.T) {
+	env := func(v string) *specs.Process { return &specs.Process{Env: []string{EnvVar + "=" + v}} }
+	for _, tc := range []struct {
+		name string
+		spec specs.Spec
+		want []string
+	}{
+		{"env only", specs.Spec{Process: env("all")}, nil},
+		{"env and mount", specs.Spec{Process: env("all"), Mounts: []specs.Mount{{Destination: MountDir + "/0", Source: "/dev/null"}}}, []string{"nvidia.com/gpu=0"}},
+		{"annotation", specs.Spec{Process: env("all"), Annotations: map[string]string{"cdi.k8s.io/plugin": "nvidia.com/gpu=mig-1"}}, []string{"nvidia.com/gpu=mig-1"}},
+		{"void", specs.Spec{Process: env("void"), Annotations: map[string]string{"cdi.k8s.io/plugin": "nvidia.com/gpu=mig-1"}}, nil},
+	} {
+		got, err := requested(&tc.spec, "nvidia.com/gpu", false)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var devs []string
+		if got != nil {
+			devs = got.devices
+		}
+		if !reflect.DeepEqual(devs, tc.want) {
+			t.Errorf("%s: devices %v, want %v", tc.name, devs, tc.want)
+		}
 	}
 }
 

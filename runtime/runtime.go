@@ -206,7 +206,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		asked.Process = &specs.Process{Env: env.Env}
 	}
 	kind := r.cfg.CDI.Vendor + "/" + r.cfg.CDI.Class
-	req, err := requested(&asked, kind)
+	req, err := requested(&asked, kind, *r.cfg.Runtime.AcceptVisibleDevicesEnv)
 	if err != nil {
 		return err
 	}
