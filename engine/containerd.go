@@ -72,7 +72,7 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 			return nil, fmt.Errorf("containerd config %s: %w: add imports = [%q] to it by hand", o.Config, err, glob)
 		}
 	}
-	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, true)), nil
+	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, mainData != nil)), nil
 }
 
 // containerdDropIn writes the drop-in: the runtime, a copy of the default

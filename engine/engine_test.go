@@ -139,6 +139,12 @@ func TestContainerd(t *testing.T) {
 			if bak := readOrNil(t, o.Config+BackupSuffix); tt.mainChanges && in != nil && !bytes.Equal(bak, in) {
 				t.Errorf("backup %s is not the old config", o.Config+BackupSuffix)
 			}
+			// Configured again otherwise, the backup stays the original.
+			apply(t, "containerd", Options{Path: "/opt/gpuctk-runtime", SetAsDefault: !tt.setAsDefault, Config: o.Config, DropIn: o.DropIn}, false)
+			apply(t, "containerd", o, false)
+			if bak := readOrNil(t, o.Config+BackupSuffix); tt.mainChanges && in != nil && !bytes.Equal(bak, in) {
+				t.Errorf("a second configure overwrote the backup %s", o.Config+BackupSuffix)
+			}
 
 			apply(t, "containerd", o, true)
 			if readOrNil(t, o.DropIn) != nil {
@@ -184,10 +190,13 @@ func TestDocker(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		setAsDefault bool
-	}{{"existing", true}, {"missing", false}} {
+	}{{"existing", true}, {"missing", false}, {"had-nvidia", true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, in := setup(t, "docker", tt.name, "daemon.json", etc)
 			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault, Config: filepath.Join(dir, "daemon.json")}
+			// A first run with another path: the backup stays the
+			// original through the second.
+			apply(t, "docker", Options{Path: "/opt/gpuctk-runtime", Config: o.Config}, false)
 			apply(t, "docker", o, false)
 			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.golden.json"))
 			if bak := readOrNil(t, o.Config+BackupSuffix); in != nil && !bytes.Equal(bak, in) {
@@ -195,6 +204,9 @@ func TestDocker(t *testing.T) {
 			}
 			apply(t, "docker", o, true)
 			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.uninstalled.golden.json"))
+			if bak := readOrNil(t, o.Config+BackupSuffix); in != nil && !bytes.Equal(bak, in) {
+				t.Error("uninstall lost the backup of the old daemon.json")
+			}
 		})
 	}
 }
