@@ -46,6 +46,9 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
 		}
+		if newMain == nil && mainData != nil {
+			newMain = []byte{} // an empty config stays, empty
+		}
 		if mainData != nil && bytes.Equal(newMain, createdMain(glob)) {
 			newMain = nil
 		}

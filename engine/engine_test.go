@@ -48,7 +48,7 @@ func setup(t *testing.T, engine, name, file, etc string) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in = bytes.ReplaceAll(in, []byte(etc), []byte(dir))
+	in = append([]byte{}, bytes.ReplaceAll(in, []byte(etc), []byte(dir))...) // an empty file is not nil
 	if err := os.WriteFile(filepath.Join(dir, file), in, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +107,7 @@ func TestContainerd(t *testing.T) {
 		{"v4-2.4-default", false, false},
 		{"v1", false, true},
 		{"missing", false, true},
+		{"empty", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,8 +151,8 @@ func TestContainerd(t *testing.T) {
 			if readOrNil(t, o.DropIn) != nil {
 				t.Error("uninstall left the drop-in")
 			}
-			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) {
-				t.Errorf("uninstall left the main config as:\n%s\nwant it as it was:\n%s", got, in)
+			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) || (got == nil) != (in == nil) {
+				t.Errorf("uninstall left the main config as:\n%s\n(removed: %v) want it as it was:\n%s", got, got == nil, in)
 			}
 		})
 	}
