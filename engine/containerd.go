@@ -46,6 +46,9 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		if err != nil {
 			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
 		}
+		if newMain == nil && mainData != nil {
+			newMain = []byte{} // an empty config stays, empty
+		}
 		if mainData != nil && bytes.Equal(newMain, createdMain(glob)) {
 			newMain = nil
 		}
@@ -72,11 +75,13 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 			return nil, fmt.Errorf("containerd config %s: %w: add imports = [%q] to it by hand", o.Config, err, glob)
 		}
 	}
-	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, true)), nil
+	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, mainData != nil)), nil
 }
 
 // containerdDropIn writes the drop-in: the runtime, a copy of the default
-// runc runtime with gpuctk-runtime as its binary, and the default runtime.
+// runc runtime with gpuctk-runtime as its binary, and the default runtime;
+// in a config version containerd 1.7 reads, inside a copy of the main
+// config's whole CRI section.
 func containerdDropIn(o Options, main map[string]any, version int) ([]byte, error) {
 	ctrd := table(main, append(criPath(tomlInt(main["version"])), "containerd")...)
 	runtimes := table(ctrd, "runtimes")
@@ -109,6 +114,33 @@ func containerdDropIn(o Options, main map[string]any, version int) ([]byte, erro
 	fmt.Fprintf(&b, "# Written by `gpuctk runtime configure --runtime containerd`: containers of the runtime %q\n", o.Name)
 	fmt.Fprintf(&b, "# get the GPUs they ask for through gpuctk-runtime. `--uninstall` removes this file.\n")
 	fmt.Fprintf(&b, "version = %d\n", version)
+	if mainVersion := tomlInt(main["version"]); version <= 2 && mainVersion <= 2 {
+		// containerd 1.7 merges imports a whole plugin section at a time:
+		// the drop-in's CRI section replaces the main config's. Carry all
+		// of it, with the runtime added. (containerd 2.x merges deeply,
+		// where the copy changes nothing.)
+		full := deepCopy(table(main, criPath(mainVersion)...))
+		ctrd := subTable(full, "containerd")
+		runtimes, had := ctrd["runtimes"].(map[string]any)
+		if !had {
+			// Without runtimes of its own, the main config has
+			// containerd's default runc, which ours would replace.
+			runtimes = map[string]any{}
+			ctrd["runtimes"] = runtimes
+			if o.Name != "runc" {
+				runtimes["runc"] = map[string]any{"runtime_type": runcShim}
+			}
+		}
+		runtimes[o.Name] = rt
+		if o.SetAsDefault {
+			ctrd["default_runtime_name"] = o.Name
+		}
+		b.WriteString("\n")
+		if err := writeTable(&b, cri, full, ""); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	}
 	if o.SetAsDefault {
 		b.WriteString("\n")
 		if err := writeTable(&b, append(cri[:len(cri):len(cri)], "containerd"), map[string]any{"default_runtime_name": o.Name}, ""); err != nil {
@@ -120,6 +152,17 @@ func containerdDropIn(o Options, main map[string]any, version int) ([]byte, erro
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// subTable returns the table under key k of m, adding an empty one where
+// there is none.
+func subTable(m map[string]any, k string) map[string]any {
+	t, ok := m[k].(map[string]any)
+	if !ok {
+		t = map[string]any{}
+		m[k] = t
+	}
+	return t
 }
 
 // criPath is where a config of the version keeps CRI's runtimes.

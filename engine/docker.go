@@ -27,14 +27,30 @@ func docker(o Options, uninstall bool) ([]Change, error) {
 		if old == nil {
 			return nil, nil
 		}
-		runtimes.del(o.Name)
+		// What the user had before configure, from the backup of the
+		// file as it was then.
+		var orig, origRuntimes object
+		if bak, err := readFile(o.Config + BackupSuffix); err == nil {
+			if orig, err = parseObject(bak); err == nil {
+				origRuntimes, _ = parseObject(orig.get("runtimes"))
+			}
+		}
+		if rt := origRuntimes.get(o.Name); rt != nil {
+			runtimes.set(o.Name, rt)
+		} else {
+			runtimes.del(o.Name)
+		}
 		if len(runtimes) == 0 {
 			cfg.del("runtimes")
 		} else {
 			cfg.set("runtimes", runtimes.marshal())
 		}
 		if string(cfg.get("default-runtime")) == jsonString(o.Name) {
-			cfg.del("default-runtime")
+			if def := orig.get("default-runtime"); def != nil {
+				cfg.set("default-runtime", def)
+			} else {
+				cfg.del("default-runtime")
+			}
 		}
 		return jsonChange(o.Config, old, cfg.indent()), nil
 	}

@@ -44,7 +44,8 @@ type Options struct {
 type Change struct {
 	Path string
 	Data []byte
-	// Backup is set when Path is a file of the user's to be rewritten.
+	// Backup is set when Path is a file of the user's to be rewritten
+	// (or written first: its backup is then empty).
 	Backup bool
 }
 
@@ -95,18 +96,13 @@ func setDefault(s *string, v string) {
 }
 
 // Apply makes the changes: a backup of each file of the user's first, then
-// atomic writes and removals.
+// atomic writes and removals. A backup there already is the file as it was
+// before the first change, and stays.
 func Apply(changes []Change) error {
 	for _, c := range changes {
 		if c.Backup {
-			old, err := os.ReadFile(c.Path)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := backup(c.Path); err != nil {
 				return fmt.Errorf("back up %s: %w", c.Path, err)
-			}
-			if err == nil {
-				if err := atomicfile.WriteFile(c.Path+BackupSuffix, old, modeOf(c.Path, 0o644)); err != nil {
-					return fmt.Errorf("back up %s: %w", c.Path, err)
-				}
 			}
 		}
 		if c.Data == nil {
@@ -123,6 +119,20 @@ func Apply(changes []Change) error {
 		}
 	}
 	return nil
+}
+
+// backup copies a file to its backup, unless it has one already: an empty
+// one where there is no file, so that a file gpuctk writes first is not
+// taken later for the user's.
+func backup(path string) error {
+	if _, err := os.Lstat(path + BackupSuffix); err == nil {
+		return nil
+	}
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return atomicfile.WriteFile(path+BackupSuffix, old, modeOf(path, 0o644))
 }
 
 func modeOf(path string, def fs.FileMode) fs.FileMode {
@@ -150,5 +160,5 @@ func change(path string, old, data []byte, backup bool) []Change {
 	if (old == nil && data == nil) || (old != nil && data != nil && bytes.Equal(old, data)) {
 		return nil
 	}
-	return []Change{{Path: path, Data: data, Backup: backup && old != nil}}
+	return []Change{{Path: path, Data: data, Backup: backup && (old != nil || data != nil)}}
 }

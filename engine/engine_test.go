@@ -48,7 +48,7 @@ func setup(t *testing.T, engine, name, file, etc string) (string, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in = bytes.ReplaceAll(in, []byte(etc), []byte(dir))
+	in = append([]byte{}, bytes.ReplaceAll(in, []byte(etc), []byte(dir))...) // an empty file is not nil
 	if err := os.WriteFile(filepath.Join(dir, file), in, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +107,7 @@ func TestContainerd(t *testing.T) {
 		{"v4-2.4-default", false, false},
 		{"v1", false, true},
 		{"missing", false, true},
+		{"empty", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,13 +140,19 @@ func TestContainerd(t *testing.T) {
 			if bak := readOrNil(t, o.Config+BackupSuffix); tt.mainChanges && in != nil && !bytes.Equal(bak, in) {
 				t.Errorf("backup %s is not the old config", o.Config+BackupSuffix)
 			}
+			// Configured again otherwise, the backup stays the original.
+			apply(t, "containerd", Options{Path: "/opt/gpuctk-runtime", SetAsDefault: !tt.setAsDefault, Config: o.Config, DropIn: o.DropIn}, false)
+			apply(t, "containerd", o, false)
+			if bak := readOrNil(t, o.Config+BackupSuffix); tt.mainChanges && in != nil && !bytes.Equal(bak, in) {
+				t.Errorf("a second configure overwrote the backup %s", o.Config+BackupSuffix)
+			}
 
 			apply(t, "containerd", o, true)
 			if readOrNil(t, o.DropIn) != nil {
 				t.Error("uninstall left the drop-in")
 			}
-			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) {
-				t.Errorf("uninstall left the main config as:\n%s\nwant it as it was:\n%s", got, in)
+			if got := readOrNil(t, o.Config); !bytes.Equal(got, in) || (got == nil) != (in == nil) {
+				t.Errorf("uninstall left the main config as:\n%s\n(removed: %v) want it as it was:\n%s", got, got == nil, in)
 			}
 		})
 	}
@@ -184,10 +191,13 @@ func TestDocker(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		setAsDefault bool
-	}{{"existing", true}, {"missing", false}} {
+	}{{"existing", true}, {"missing", false}, {"had-nvidia", true}} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, in := setup(t, "docker", tt.name, "daemon.json", etc)
 			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault, Config: filepath.Join(dir, "daemon.json")}
+			// A first run with another path: the backup stays the
+			// original through the second.
+			apply(t, "docker", Options{Path: "/opt/gpuctk-runtime", Config: o.Config}, false)
 			apply(t, "docker", o, false)
 			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.golden.json"))
 			if bak := readOrNil(t, o.Config+BackupSuffix); in != nil && !bytes.Equal(bak, in) {
@@ -195,6 +205,9 @@ func TestDocker(t *testing.T) {
 			}
 			apply(t, "docker", o, true)
 			golden(t, readOrNil(t, o.Config), dir, etc, filepath.Join("testdata", "docker", tt.name, "daemon.uninstalled.golden.json"))
+			if bak := readOrNil(t, o.Config+BackupSuffix); in != nil && !bytes.Equal(bak, in) {
+				t.Error("uninstall lost the backup of the old daemon.json")
+			}
 		})
 	}
 }

@@ -337,6 +337,68 @@ func TestContainerdConfigVersions(t *testing.T) {
 	}
 }
 
+// TestContainerdDropInKeepsCRI configures containerd without
+// --set-as-default: containerd 1.7 replaces a plugin's whole section with an
+// import's, so the drop-in must leave runc, its options and the rest of the
+// CRI settings of the main config in place, on 1.7 and on 2.x.
+func TestContainerdDropInKeepsCRI(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		want         []string // in the dump's CRI section
+		runc         string   // in the dump's runc runtime
+	}{
+		{"v2", "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.example/pause:9\"\n\n" +
+			"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n" +
+			"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n",
+			[]string{"registry.example/pause:9"}, "SystemdCgroup = true"},
+		{"v2-no-cri", "version = 2\nroot = \"/var/lib/containerd\"\n", nil, "runtime_type = 'io.containerd.runc.v2'"},
+		{"missing", "", nil, "runtime_type = 'io.containerd.runc.v2'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			config := filepath.Join(dir, "config.toml")
+			if tc.config != "" {
+				os.WriteFile(config, []byte(tc.config), 0o644)
+			}
+			run(t, bin("gpuctk"), "runtime", "configure", "--runtime", "containerd", "--config", config,
+				"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime"))
+			for _, c := range []string{"containerd-1.7", "containerd"} {
+				out, err := exec.Command(tool(t, c), "-c", config, "config", "dump").Output()
+				if err != nil {
+					t.Fatalf("%s config dump: %v", c, err)
+				}
+				dump := strings.ReplaceAll(string(out), `"`, "'")
+				for _, want := range append(tc.want, "default_runtime_name = 'runc'", "containerd.runtimes.nvidia]",
+					"BinaryName = '"+bin("gpuctk-runtime")+"'") {
+					if !strings.Contains(dump, want) {
+						t.Errorf("%s: the config has no %q:\n%s", c, want, dump)
+					}
+				}
+				if runc := dumpTable(dump, "containerd.runtimes.runc"); !strings.Contains(runc, tc.runc) {
+					t.Errorf("%s: the runc runtime has no %q:\n%s", c, tc.runc, runc)
+				}
+			}
+		})
+	}
+}
+
+// dumpTable returns the lines of a table of a config dump and its
+// sub-tables, the table named by the end of its path.
+func dumpTable(dump, path string) string {
+	start := strings.Index(dump, path+"]")
+	if start < 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(dump[start:], "\n")[1:] {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "[") && !strings.Contains(l, path+".") {
+			break
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}
+
 // TestRuntimeConfigure drives `gpuctk runtime configure` as a user would:
 // dry run, configure, again, uninstall, and its bad input.
 func TestRuntimeConfigure(t *testing.T) {

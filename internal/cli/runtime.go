@@ -88,8 +88,8 @@ func runtimeConfigure(c *cli.Context) error {
 		switch {
 		case ch.Data == nil:
 			fmt.Fprintf(w, "removed %s\n", ch.Path)
-		case ch.Backup:
-			fmt.Fprintf(w, "wrote %s (the old one is %s)\n", ch.Path, ch.Path+engine.BackupSuffix)
+		case ch.Backup && fileSize(ch.Path+engine.BackupSuffix) > 0:
+			fmt.Fprintf(w, "wrote %s (the original is %s)\n", ch.Path, ch.Path+engine.BackupSuffix)
 		default:
 			fmt.Fprintf(w, "wrote %s\n", ch.Path)
 		}
@@ -120,4 +120,13 @@ func runtimeBinary() string {
 		return p
 	}
 	return "/usr/bin/gpuctk-runtime"
+}
+
+// fileSize is a file's size, 0 where it cannot be read.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
