@@ -293,12 +293,8 @@ func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
 	if err := m.holdComputeMode(d); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
+	if err := m.writeRecord(daemonRecord{Device: d}); err != nil {
 		return err
-	}
-	if err := atomicfile.WriteFile(m.recordPath(d.UUID), append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("MPS state: %w", err)
 	}
 	// The daemon forks and its parent exits; its output goes to a file
 	// rather than a pipe the daemon could hold open forever.
@@ -313,7 +309,14 @@ func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
 	cmd.Dir = "/"
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := inShmNamespace(shm, cmd.Run); err != nil {
+	ns, err := inShmNamespace(shm, cmd.Run)
+	if ns != 0 {
+		// The daemon's namespace: only a process in it can be the daemon.
+		if werr := m.writeRecord(daemonRecord{Device: d, MountNS: ns}); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
 		msg, _ := os.ReadFile(outPath)
 		if s := strings.TrimSpace(string(msg)); s != "" {
 			return fmt.Errorf("%s -d: %w: %s", ctl, err, firstLine(s))
@@ -349,7 +352,16 @@ func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, err
 	if f, err := strconv.ParseFloat(got, 64); err != nil || int(f) != p {
 		return 0, fmt.Errorf("its daemon reports an active thread percentage of %q after it was set to %d", got, p)
 	}
-	return m.pid(d), nil
+	// Keep the daemon's pid where no container can change it.
+	rec, _ := m.readRecord(d.UUID)
+	pid := m.pid(d)
+	if pid > 0 && rec.MountNS != 0 {
+		rec.Device, rec.PID = d, pid
+		if err := m.writeRecord(rec); err != nil {
+			return 0, err
+		}
+	}
+	return pid, nil
 }
 
 func (m *Manager) stop(ctl string, d Device) (Result, error) {
@@ -366,7 +378,7 @@ func (m *Manager) stop(ctl string, d Device) (Result, error) {
 		if ctx.Err() != nil {
 			// It ignored quit or never answered: end it.
 			pid := m.pid(d)
-			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			if err := m.kill(d, pid); err != nil {
 				return r, fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
 			}
 			r.Action = "killed"
@@ -458,30 +470,144 @@ func (m *Manager) answers(ctx context.Context, ctl string, d Device) bool {
 	return err == nil
 }
 
+// daemonRecord is what the state root keeps of a device while gpuctk runs
+// a daemon for it: the device and, once known, the daemon's pid and mount
+// namespace. It lives outside the pipe folder, where no container writes.
+type daemonRecord struct {
+	Device
+	PID int `json:"daemonPID,omitempty"`
+	// MountNS is the inode number of the mount namespace gpuctk made for
+	// the daemon (see inShmNamespace).
+	MountNS uint64 `json:"daemonMountNS,omitempty"`
+}
+
+func (m *Manager) writeRecord(r daemonRecord) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(m.recordPath(r.UUID), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("MPS state: %w", err)
+	}
+	return nil
+}
+
+func (m *Manager) readRecord(uuid string) (daemonRecord, error) {
+	var r daemonRecord
+	data, err := os.ReadFile(m.recordPath(uuid))
+	if err != nil {
+		return r, err
+	}
+	err = json.Unmarshal(data, &r)
+	return r, err
+}
+
 // pidFile is where the control daemon writes its pid, in its pipe folder.
 const pidFile = "nvidia-cuda-mps-control.pid"
 
 // pid returns the pid of the device's running daemon, 0 when none runs.
-// The pid file is trusted only when that process is a control daemon.
+// The pipe folder is bind-mounted read-write into every replica container,
+// so its pid file is read only when the state root has no pid, and no pid
+// is trusted unless that process is the device's daemon (see isDaemon).
 func (m *Manager) pid(d Device) int {
+	rec, _ := m.readRecord(d.UUID)
 	pipe := PipeDir(m.stateRoot, d.UUID)
-	if data, err := os.ReadFile(filepath.Join(pipe, pidFile)); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && isControl(pid, "") {
-			return pid
+	if rec.PID > 0 {
+		if isDaemon(rec.PID, pipe, rec.MountNS) {
+			return rec.PID
 		}
+		return 0
+	}
+	if pid := readPIDFile(filepath.Join(pipe, pidFile)); pid > 0 && isDaemon(pid, pipe, rec.MountNS) {
+		return pid
 	}
 	// No pid file (or a stale one): look for a daemon serving this pipe.
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && isControl(pid, pipe) {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && isDaemon(pid, pipe, rec.MountNS) {
 			return pid
 		}
 	}
 	return 0
 }
 
+// kill sends SIGKILL to pid if it still is the device's daemon. The pidfd
+// keeps the pid from being reused between the check and the signal.
+func (m *Manager) kill(d Device, pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	rec, _ := m.readRecord(d.UUID)
+	if !isDaemon(pid, PipeDir(m.stateRoot, d.UUID), rec.MountNS) {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return err
+	}
+	return nil
+}
+
+// readPIDFile reads a pid file that a container may have replaced: only a
+// regular file, not through a symlink, never blocking, at most 32 bytes.
+// It returns 0 when there is no usable pid.
+func readPIDFile(path string) int {
+	// O_PATH opens nothing (no FIFO wait, no device open) until the file
+	// is known to be a regular one.
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0
+	}
+	buf := make([]byte, 32)
+	n, err := unix.Read(fd, buf)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(buf[:n])))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
+
+// isDaemon reports whether pid is the control daemon of pipe that gpuctk
+// started: a control daemon serving pipe, in the mount namespace gpuctk
+// made for it when mountNS is not 0, else at least sharing gpuctk's root
+// folder. A container's process can take the daemon's name and
+// environment, but neither its namespace nor the host's root.
+func isDaemon(pid int, pipe string, mountNS uint64) bool {
+	if !isControl(pid, pipe) {
+		return false
+	}
+	if mountNS != 0 {
+		var st unix.Stat_t
+		return unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", pid), &st) == nil && st.Ino == mountNS
+	}
+	var root, own unix.Stat_t
+	return unix.Stat(fmt.Sprintf("/proc/%d/root", pid), &root) == nil && unix.Stat("/proc/self/root", &own) == nil &&
+		root.Dev == own.Dev && root.Ino == own.Ino
+}
+
 // isControl reports whether pid is a control daemon, serving pipe when
-// pipe is not empty.
+// pipe is not empty. Its name and environment alone prove nothing: see
+// isDaemon.
 func isControl(pid int, pipe string) bool {
 	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	// The kernel keeps 15 characters of the name.
@@ -554,25 +680,30 @@ func unescapeMount(s string) string {
 
 // inShmNamespace runs fn on a thread in a new mount namespace where shm is
 // mounted on /dev/shm, so a process fn starts (the daemon) and its
-// children see that tmpfs as /dev/shm. Nothing done in the namespace
+// children see that tmpfs as /dev/shm. It returns the namespace's
+// inode number, by which the daemon is told from any other process. Nothing done in the namespace
 // propagates to the host, and the namespace lives as long as the daemon.
 //
 // The thread goes back to the host's namespace before the goroutine ends,
 // and stays locked so Go discards it rather than reuse a thread whose
 // file-system attributes are no longer shared: were it the main thread,
 // which Go keeps, /proc/self would otherwise show the daemon's mounts.
-func inShmNamespace(shm string, fn func() error) error {
-	errc := make(chan error, 1)
+func inShmNamespace(shm string, fn func() error) (uint64, error) {
+	type result struct {
+		ns  uint64
+		err error
+	}
+	errc := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
 		host, err := os.Open("/proc/thread-self/ns/mnt")
 		if err != nil {
-			errc <- err
+			errc <- result{err: err}
 			return
 		}
 		defer host.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- fmt.Errorf("new mount namespace: %w", err)
+			errc <- result{err: fmt.Errorf("new mount namespace: %w", err)}
 			return
 		}
 		defer func() {
@@ -583,16 +714,22 @@ func inShmNamespace(shm string, fn func() error) error {
 			}
 		}()
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-			errc <- fmt.Errorf("make mounts private: %w", err)
+			errc <- result{err: fmt.Errorf("make mounts private: %w", err)}
 			return
 		}
 		if err := unix.Mount(shm, "/dev/shm", "", unix.MS_BIND, ""); err != nil {
-			errc <- fmt.Errorf("mount %s on /dev/shm: %w", shm, err)
+			errc <- result{err: fmt.Errorf("mount %s on /dev/shm: %w", shm, err)}
 			return
 		}
-		errc <- fn()
+		var st unix.Stat_t
+		if err := unix.Stat("/proc/thread-self/ns/mnt", &st); err != nil {
+			errc <- result{err: fmt.Errorf("new mount namespace: %w", err)}
+			return
+		}
+		errc <- result{st.Ino, fn()}
 	}()
-	return <-errc
+	r := <-errc
+	return r.ns, r.err
 }
 
 // clearDir removes what is in dir, keeping dir itself: containers that

@@ -1,0 +1,222 @@
+package mps
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/config"
+)
+
+// The pipe folder is bind-mounted read-write into every replica container:
+// what a container leaves there must neither hang gpuctk nor make it trust
+// or kill a process of the container's choosing.
+
+func TestReadPIDFile(t *testing.T) {
+	dir := t.TempDir()
+	path := func(name string) string { return filepath.Join(dir, name) }
+	os.WriteFile(path("good"), []byte("1234\n"), 0o644)
+	os.WriteFile(path("junk"), []byte("12x\n"), 0o644)
+	os.WriteFile(path("huge"), append([]byte("1234"), make([]byte, 1<<20)...), 0o644)
+	if err := unix.Mkfifo(path("fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("/dev/zero", path("zero"))
+	os.Symlink(path("good"), path("link"))
+	os.Mkdir(path("dir"), 0o755)
+	for _, tc := range []struct {
+		name string
+		want int
+	}{
+		{"good", 1234}, {"junk", 0}, {"huge", 0}, {"fifo", 0}, {"zero", 0}, {"link", 0}, {"dir", 0}, {"missing", 0},
+	} {
+		done := make(chan int, 1)
+		go func() { done <- readPIDFile(path(tc.name)) }()
+		select {
+		case got := <-done:
+			if got != tc.want {
+				t.Errorf("%s: pid %d, want %d", tc.name, got, tc.want)
+			}
+		case <-time.After(5 * time.Second):
+			unblockFIFO(path(tc.name))
+			t.Fatalf("%s: reading the pid file blocks", tc.name)
+		}
+	}
+}
+
+// unblockFIFO lets a reader blocked on a FIFO go on.
+func unblockFIFO(path string) {
+	if fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+		unix.Close(fd)
+	}
+}
+
+// within runs fn and fails the test if it takes over 5s.
+func within(t *testing.T, what, fifo string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { fn(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		unblockFIFO(fifo)
+		<-done
+		t.Fatalf("%s blocks on a FIFO at the pid file's path", what)
+	}
+}
+
+// The names are short: the socket path must fit in 108 bytes.
+func TestPIDFileNotRegular(t *testing.T) {
+	for _, plant := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"fifo", func(p string) error { return unix.Mkfifo(p, 0o644) }},
+		{"zero", func(p string) error { return os.Symlink("/dev/zero", p) }},
+	} {
+		t.Run(plant.name, func(t *testing.T) {
+			m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
+			devs := dgxDevices(t, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+			pipe := PipeDir(state, devs[0].UUID)
+			fifo := filepath.Join(pipe, pidFile)
+
+			// No daemon: status and stop see none, and do not block.
+			os.MkdirAll(pipe, 0o755)
+			if err := plant.make(fifo); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "status", fifo, func() {
+				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != 0 {
+					t.Errorf("status = %+v, %v", st, err)
+				}
+			})
+			within(t, "stop", fifo, func() {
+				if res, err := m.Stop(devs); err != nil || len(res) != 1 || res[0].Action != "not running" {
+					t.Errorf("stop = %+v, %v", res, err)
+				}
+			})
+
+			// A running daemon: its pid comes from the state root.
+			res, err := m.Start(devs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(fifo)
+			if err := plant.make(fifo); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "status", fifo, func() {
+				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != res[0].PID || !st[0].Answering {
+					t.Errorf("status = %+v, %v; want pid %d", st, err, res[0].PID)
+				}
+			})
+			within(t, "stop", fifo, func() {
+				if res2, err := m.Stop(devs); err != nil || len(res2) != 1 || res2[0].Action != "stopped" || res2[0].PID != res[0].PID {
+					t.Errorf("stop = %+v, %v", res2, err)
+				}
+			})
+			if alive(res[0].PID) {
+				t.Errorf("daemon %d still runs", res[0].PID)
+			}
+		})
+	}
+}
+
+// impostor starts a process that poses as the daemon of pipe: named
+// nvidia-cuda-mps-control, with pipe in its environment. In a container
+// (chroot) it has a root folder of its own; else it shares gpuctk's.
+func impostor(t *testing.T, pipe string, container bool) int {
+	t.Helper()
+	busybox, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatalf("the impostor runs busybox (tests/install-deps.sh installs busybox-static): %v", err)
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, controlName), busybox, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The kernel names the process after the file; busybox runs the
+	// applet argv[0] names.
+	cmd := exec.Command(filepath.Join(root, controlName))
+	cmd.Args = []string{"sleep", "60"}
+	cmd.Env = []string{"CUDA_MPS_PIPE_DIRECTORY=" + pipe}
+	if container {
+		cmd.Path = "/" + controlName
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+	}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	for i := 0; !isControl(pid, pipe) && i < 100; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !isControl(pid, pipe) {
+		t.Fatalf("the impostor %d does not look like a control daemon", pid)
+	}
+	return pid
+}
+
+func TestManagerPipeDirImpostor(t *testing.T) {
+	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
+	devs := dgxDevices(t, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	pipe := PipeDir(state, devs[0].UUID)
+	os.MkdirAll(pipe, 0o755)
+
+	// No daemon: a container's process named in the pid file is neither
+	// reported nor killed, nor does it keep a daemon from starting.
+	fake := impostor(t, pipe, true)
+	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := m.Status(devs); err != nil || st[0].PID != 0 {
+		t.Errorf("status = %+v, %v", st, err)
+	}
+	if res, err := m.Stop(devs); err != nil || res[0].Action != "not running" || res[0].PID != 0 {
+		t.Errorf("stop = %+v, %v", res, err)
+	}
+	if !isControl(fake, pipe) {
+		t.Fatal("stop killed the container's process")
+	}
+	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Start(devs)
+	if err != nil || res[0].Action != "started" || res[0].PID == fake {
+		t.Fatalf("start = %+v, %v", res, err)
+	}
+
+	// A daemon runs: the pid file now names a process, even one that
+	// shares the host's root, that is not in the daemon's namespace.
+	host := impostor(t, pipe, false)
+	for _, pid := range []int{fake, host} {
+		if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := m.Status(devs); err != nil || st[0].PID != res[0].PID {
+			t.Errorf("status with pid file %d = %+v, %v; want pid %d", pid, st, err, res[0].PID)
+		}
+	}
+	// The daemon ignores quit: stop kills it, and it alone.
+	if err := os.WriteFile(filepath.Join(LogDir(state, devs[0].UUID), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res2, err := m.Stop(devs)
+	if err != nil || res2[0].Action != "killed" || res2[0].PID != res[0].PID {
+		t.Errorf("stop = %+v, %v", res2, err)
+	}
+	if alive(res[0].PID) {
+		t.Errorf("daemon %d still runs", res[0].PID)
+	}
+	if !isControl(fake, pipe) || !isControl(host, pipe) {
+		t.Error("stop killed an impostor")
+	}
+}
