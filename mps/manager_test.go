@@ -446,6 +446,16 @@ func TestManagerValidatesFirst(t *testing.T) {
 	if _, err := m2.Start(devs[:1]); err == nil || err.Error() != "[mps] shm-size is 1000 bytes: it must be at least 1MiB" {
 		t.Fatalf("err = %v", err)
 	}
+	// A state root so long that the control socket's path would not fit.
+	long := filepath.Join(state, strings.Repeat("x", 60))
+	m3 := New(WithDriverRoot(driverRootWith(t, "")), WithStateRoot(long), WithShmSize(64<<20))
+	_, err = m3.Start(devs[:1])
+	if err == nil || !strings.Contains(err.Error(), "over the 107 a unix socket allows: choose a shorter [mps] state-root") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, serr := os.Stat(long); serr == nil {
+		t.Error("the long state root was created")
+	}
 }
 
 func TestComputeModeSharedGPU(t *testing.T) {

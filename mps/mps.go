@@ -88,6 +88,10 @@ type Status struct {
 	Configured bool `json:"configured"`
 }
 
+// maxSocketPath is the longest path a unix socket address holds
+// (sun_path is 108 bytes with its terminating NUL).
+const maxSocketPath = 107
+
 // Start validates every MPS-shared device in devs, then starts a daemon
 // for each that has none. A device whose daemon already answers is left
 // alone. A device that fails to start is left as it was found: no daemon,
@@ -102,6 +106,13 @@ func (m *Manager) Start(devs []Device) ([]Result, error) {
 	}
 	if m.shmSize < 1<<20 {
 		return nil, fmt.Errorf("[mps] shm-size is %d bytes: it must be at least 1MiB", uint64(m.shmSize))
+	}
+	// The daemon listens on <pipe>/control, and a unix socket's path is at
+	// most 107 bytes: past that the daemon exits without a word.
+	for _, d := range devs {
+		if sock := filepath.Join(PipeDir(m.stateRoot, d.UUID), "control"); len(sock) > maxSocketPath {
+			return nil, fmt.Errorf("MPS device %s: its control socket %s is %d bytes long, over the %d a unix socket allows: choose a shorter [mps] state-root", d, sock, len(sock), maxSocketPath)
+		}
 	}
 	ctl, err := FindControl(m.driverRoot)
 	if err != nil {
