@@ -1,7 +1,6 @@
 package hook
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/ldcache"
 )
 
@@ -127,38 +127,12 @@ func mergeCache(root *os.Root, libraries []string) error {
 	if err != nil {
 		return fmt.Errorf("linker cache: %w", err)
 	}
-	return writeInRoot(root, "etc/ld.so.cache", out, 0o644)
-}
-
-// writeInRoot replaces name inside root atomically: a temp file beside it,
-// written and renamed over it. Renaming replaces a symlink rather than
-// following it. Unlike the files gpuctk owns on the host, it is not synced:
-// fsync costs a millisecond or more on every container start (tens under
-// I/O load), for a file in a root being created, which a crash loses
-// anyway; a cache cut short by one is refused by Parse at the next start
-// (hooks run again) and rebuilt by ldconfig, and ignored by the loader.
-func writeInRoot(root *os.Root, name string, data []byte, mode os.FileMode) (err error) {
-	var rnd [6]byte
-	rand.Read(rnd[:])
-	tmp := fmt.Sprintf("%s.gpuctk-%x", name, rnd)
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	defer func() {
-		if err != nil {
-			root.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err = root.Rename(tmp, name); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+	// Not synced, unlike the files gpuctk owns on the host: fsync costs a
+	// millisecond or more on every container start (tens under I/O load),
+	// for a file in a root being created, which a crash loses anyway; a cache cut short by one is refused by Parse at the next start
+	// (hooks run again) and rebuilt by ldconfig, and ignored by the loader.
+	if err := atomicfile.WriteFileIn(root, "etc/ld.so.cache", out, 0o644, false); err != nil {
+		return fmt.Errorf("write etc/ld.so.cache: %w", err)
 	}
 	return nil
 }

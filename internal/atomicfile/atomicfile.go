@@ -4,6 +4,7 @@
 package atomicfile
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 
 // WriteFile replaces path with data, atomically, with the given mode.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
-	return write(path, data, mode, true)
+	return writePath(path, data, mode, true)
 }
 
 // WriteFileNoSync is WriteFile without the fsync: readers still see the
@@ -20,43 +21,55 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 // bundle's config.json on its way to runc, where an fsync would only add
 // the disk's latency to every container start.
 func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
-	return write(path, data, mode, false)
+	return writePath(path, data, mode, false)
 }
 
-func write(path string, data []byte, mode os.FileMode, sync bool) (err error) {
+func writePath(path string, data []byte, mode os.FileMode, sync bool) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if sync {
-		err = tmp.Sync()
-	}
-	if err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	defer root.Close()
+	if err := WriteFileIn(root, base, data, mode, sync); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteFileIn replaces name, a path inside root, atomically: every step
+// resolves inside root, so a symlink cannot redirect the write out of it,
+// and the rename replaces a symlink at name rather than following it. With
+// sync false the data is not fsynced (see WriteFileNoSync).
+func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool) (err error) {
+	var rnd [6]byte
+	rand.Read(rnd[:])
+	dir, base := filepath.Split(name)
+	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%x", base, rnd))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			root.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(data); err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil && sync {
+		err = f.Sync()
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return root.Rename(tmp, name)
 }
