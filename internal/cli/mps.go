@@ -115,26 +115,26 @@ func configName(cfg *config.Config) string {
 	return "config " + cfg.Path
 }
 
-// mpsDevices reads the host, from --simulate or NVML, and returns its
-// MPS-shared devices.
-func mpsDevices(c *cli.Context, cfg *config.Config) ([]mps.Device, error) {
+// mpsDevices reads the configuration, builds the Manager, reads the host from --simulate or NVML,
+// and returns its MPS-shared devices: what start and status work on.
+func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []mps.Device, error) {
+	cfg, m, err := mpsSetup(c, false)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	host, _, err := loadInventory(c, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	shared, err := cfg.Resolve(host)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return mps.Devices(shared), nil
+	return cfg, m, mps.Devices(shared), nil
 }
 
 func mpsStart(c *cli.Context) error {
-	cfg, m, err := mpsSetup(c, false)
-	if err != nil {
-		return err
-	}
-	devs, err := mpsDevices(c, cfg)
+	cfg, m, devs, err := mpsDevices(c)
 	if err != nil {
 		return err
 	}
@@ -208,11 +208,7 @@ func state(s mps.Status) string {
 }
 
 func mpsStatus(c *cli.Context) error {
-	cfg, m, err := mpsSetup(c, false)
-	if err != nil {
-		return err
-	}
-	devs, err := mpsDevices(c, cfg)
+	_, m, devs, err := mpsDevices(c)
 	if err != nil {
 		return err
 	}
