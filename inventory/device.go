@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -44,14 +45,36 @@ func (d Device) Name() string {
 	return strconv.Itoa(d.GPU.Index)
 }
 
+// Name styles: the kinds of name a device has, as the configuration
+// names them to choose which names replicas get.
+const (
+	IndexStyle  = "index"   // "0", "mig-3"
+	UUIDStyle   = "uuid"    // "GPU-<uuid>", "MIG-<uuid>"
+	GPUMIGStyle = "gpu:mig" // "4:0", MIG devices only
+)
+
 // Names returns every name of the device, the index-style one first:
 // "0" and "GPU-<uuid>" for a GPU; "mig-N", "G:M" and "MIG-<uuid>" for a MIG
 // device.
 func (d Device) Names() []string {
-	if d.MIG != nil {
-		return []string{d.Name(), fmt.Sprintf("%d:%d", d.GPU.Index, d.MIG.Index), d.MIG.UUID}
+	return d.NamesIn([]string{IndexStyle, GPUMIGStyle, UUIDStyle})
+}
+
+// NamesIn returns the device's names of the given styles, in the order
+// Names gives them whatever the order of styles; a style listed twice
+// counts once and an unknown one matches nothing.
+func (d Device) NamesIn(styles []string) []string {
+	out := make([]string, 0, 3)
+	if slices.Contains(styles, IndexStyle) {
+		out = append(out, d.Name())
 	}
-	return []string{d.Name(), d.GPU.UUID}
+	if d.MIG != nil && slices.Contains(styles, GPUMIGStyle) {
+		out = append(out, fmt.Sprintf("%d:%d", d.GPU.Index, d.MIG.Index))
+	}
+	if slices.Contains(styles, UUIDStyle) {
+		out = append(out, d.UUID())
+	}
+	return out
 }
 
 // String describes the device for messages: "GPU 0" or "MIG device mig-3 (GPU 4, 1g.5gb)".
