@@ -15,18 +15,14 @@ import (
 
 // largestHost is dgx-h100-mig cut to n GPUs: every GPU in MIG mode, 7 x
 // 1g.10gb, every MIG device shared 8 ways.
-func largestHost(b *testing.B, n int) (*inventory.Host, []config.Shared, *driver.Files) {
+func largestHost(t testing.TB, n int) (*inventory.Host, []config.Shared, *driver.Files) {
 	p, err := inventory.LoadProfile("dgx-h100-mig")
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	h, _ := p.Host()
 	h.GPUs = h.GPUs[:n]
-	cfg, _ := config.Parse([]byte(sharingConfigs["dgx-h100-mig"]))
-	shared, err := cfg.Resolve(h)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, shared := sharingConfig(t, "dgx-h100-mig", h)
 	return h, shared, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor)
 }
 

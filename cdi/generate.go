@@ -22,6 +22,7 @@ type Generator struct {
 	vendor, class string
 	hookPath      string
 	shared        []config.Shared
+	replicaNames  []string
 	replicaEdits  func(config.Shared) (*specs.ContainerEdits, error)
 }
 
@@ -39,16 +40,24 @@ func WithHookPath(path string) Option { return func(g *Generator) { g.hookPath =
 // WithSharing offers these devices as replicas instead of whole.
 func WithSharing(shared []config.Shared) Option { return func(g *Generator) { g.shared = shared } }
 
+// WithReplicaNames sets which styles of name (inventory.IndexStyle, ...)
+// each replica gets, as [cdi] replica-names does; a runtime reads every
+// name of the spec at each container start.
+func WithReplicaNames(styles []string) Option {
+	return func(g *Generator) { g.replicaNames = styles }
+}
+
 // WithReplicaEdits adds edits of its own to each replica of a shared
 // device (the MPS client settings), on top of the device's nodes.
 func WithReplicaEdits(f func(config.Shared) (*specs.ContainerEdits, error)) Option {
 	return func(g *Generator) { g.replicaEdits = f }
 }
 
-// New returns a Generator; by default it writes kind nvidia.com/gpu and
-// calls /usr/bin/gpuctk-hook.
+// New returns a Generator; by default it writes kind nvidia.com/gpu,
+// calls /usr/bin/gpuctk-hook and names replicas by index only.
 func New(opts ...Option) *Generator {
-	g := &Generator{vendor: "nvidia.com", class: "gpu", hookPath: "/usr/bin/gpuctk-hook"}
+	g := &Generator{vendor: "nvidia.com", class: "gpu", hookPath: "/usr/bin/gpuctk-hook",
+		replicaNames: []string{inventory.IndexStyle}}
 	for _, o := range opts {
 		o(g)
 	}
@@ -129,8 +138,9 @@ func (g *Generator) Generate(host *inventory.Host, f *driver.Files) (*specs.Spec
 			}
 		}
 		sum.Replicas += s.Replicas
+		names := d.NamesIn(g.replicaNames)
 		for k := 0; k < s.Replicas; k++ {
-			for _, name := range d.Names() {
+			for _, name := range names {
 				spec.Devices = append(spec.Devices, specs.Device{Name: name + "::" + strconv.Itoa(k), ContainerEdits: edits})
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,8 +23,12 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files")
 
 // sharingConfigs are the configs the golden specs are made with, by host.
+// dgx-a100 gives replicas every name; the others, the default (index).
 var sharingConfigs = map[string]string{
 	"dgx-a100": `
+[cdi]
+replica-names = ["index", "uuid", "gpu:mig"]
+
 [[sharing]]
 devices = ["1", "2g.10gb"]
 strategy = "time-slicing"
@@ -42,13 +48,9 @@ replicas = 8
 `,
 }
 
-func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
+// sharingConfig parses a host's entry of sharingConfigs and resolves it.
+func sharingConfig(t testing.TB, name string, h *inventory.Host) (*config.Config, []config.Shared) {
 	t.Helper()
-	p, err := inventory.LoadProfile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := p.Host()
 	cfg, err := config.Parse([]byte(sharingConfigs[name]))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,18 @@ func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, sum, err := New(WithSharing(shared)).Generate(h, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor))
+	return cfg, shared
+}
+
+func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
+	t.Helper()
+	p, err := inventory.LoadProfile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := p.Host()
+	cfg, shared := sharingConfig(t, name, h)
+	spec, sum, err := New(WithSharing(shared), WithReplicaNames(cfg.CDI.ReplicaNames)).Generate(h, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +134,22 @@ func TestInjectEveryName(t *testing.T) {
 					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(ocispec.Linux.Devices), len(ocispec.Mounts), ocispec.Hooks)
 				}
 			}
-			// Every physical device is reachable by each of its names.
+			// A whole device is reachable by each of its names; a shared
+			// one's replicas by the names replica-names picks, and no other.
+			cfg, shared := sharingConfig(t, name, h)
+			isShared := map[string]bool{}
+			for _, s := range shared {
+				isShared[s.UUID()] = true
+			}
 			for _, d := range h.Devices() {
+				picked, suffix := d.Names(), ""
+				if isShared[d.UUID()] {
+					picked, suffix = d.NamesIn(cfg.CDI.ReplicaNames), "::0"
+				}
 				for _, n := range d.Names() {
-					if cache.GetDevice("nvidia.com/gpu="+n) == nil && cache.GetDevice("nvidia.com/gpu="+n+"::0") == nil {
-						t.Errorf("%s: no device %s", d, n)
+					got, want := cache.GetDevice("nvidia.com/gpu="+n+suffix) != nil, slices.Contains(picked, n)
+					if got != want {
+						t.Errorf("%s: device %s%s in the spec: %v, want %v", d, n, suffix, got, want)
 					}
 				}
 			}
@@ -150,6 +174,53 @@ func TestSummaryAndNames(t *testing.T) {
 		if strings.Contains(s, absent) {
 			t.Errorf("spec has %q: a shared or MIG-mode GPU is offered whole", absent)
 		}
+	}
+}
+
+// TestReplicaNames generates the largest host, every MIG device shared 8
+// ways, with each setting of replica-names and compares the spec's device
+// names with the expected list.
+func TestReplicaNames(t *testing.T) {
+	h, shared, files := largestHost(t, 8)
+	for _, tc := range []struct {
+		name   string
+		styles []string // nil: the default
+		names  func(inventory.Device) []string
+		count  int
+	}{
+		{"default", nil, func(d inventory.Device) []string { return []string{d.Name()} }, 56*8 + 1},
+		{"index", []string{"index"}, func(d inventory.Device) []string { return []string{d.Name()} }, 56*8 + 1},
+		{"uuid", []string{"uuid"}, func(d inventory.Device) []string { return []string{d.UUID()} }, 56*8 + 1},
+		{"all three in any order", []string{"uuid", "gpu:mig", "index", "uuid"}, inventory.Device.Names, 56*8*3 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := []Option{WithSharing(shared)}
+			if tc.styles != nil {
+				opts = append(opts, WithReplicaNames(tc.styles))
+			}
+			spec, sum, err := New(opts...).Generate(h, files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, got []string
+			for _, d := range h.Devices() {
+				for k := range 8 {
+					for _, n := range tc.names(d) {
+						want = append(want, n+"::"+strconv.Itoa(k))
+					}
+				}
+			}
+			want = append(want, "all")
+			for _, d := range spec.Devices {
+				got = append(got, d.Name)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("device names:\n got %v\nwant %v", got, want)
+			}
+			if len(got) != tc.count || sum.Devices != tc.count {
+				t.Errorf("%d device names, summary says %d; want %d", len(got), sum.Devices, tc.count)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,7 +43,15 @@ type CDI struct {
 	// DevRoot is where /dev and /proc are; empty means the driver root.
 	DevRoot  string   `toml:"dev-root"`
 	SpecDirs []string `toml:"spec-dirs"`
+	// ReplicaNames are the styles of name (inventory.IndexStyle, ...)
+	// each replica of a shared device gets; whole devices get all their
+	// names. Every name costs a runtime time to read at each container
+	// start, so the default is the index-style name alone.
+	ReplicaNames []string `toml:"replica-names"`
 }
+
+// replicaNameStyles are the values [cdi] replica-names takes.
+var replicaNameStyles = []string{inventory.IndexStyle, inventory.UUIDStyle, inventory.GPUMIGStyle}
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
 type Sharing struct {
@@ -95,6 +104,10 @@ func (c *Config) setDefaults() {
 	setDefault(&c.CDI.DriverRoot, "/")
 	if len(c.CDI.SpecDirs) == 0 {
 		c.CDI.SpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	}
+	// nil only: an empty list written in the file is an error.
+	if c.CDI.ReplicaNames == nil {
+		c.CDI.ReplicaNames = []string{inventory.IndexStyle}
 	}
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {
@@ -156,9 +169,25 @@ func Parse(data []byte) (*Config, error) {
 }
 
 func (c *Config) validate() error {
+	if err := c.CDI.validate(); err != nil {
+		return fmt.Errorf("[cdi] %w", err)
+	}
 	for i, s := range c.Sharing {
 		if err := s.validate(); err != nil {
 			return fmt.Errorf("[[sharing]] entry %d: %w", i+1, err)
+		}
+	}
+	return nil
+}
+
+func (c *CDI) validate() error {
+	use := `use "index", "uuid" or "gpu:mig"`
+	if len(c.ReplicaNames) == 0 {
+		return errors.New(`"replica-names" is empty: list at least one style of name (` + use + ")")
+	}
+	for _, n := range c.ReplicaNames {
+		if !slices.Contains(replicaNameStyles, n) {
+			return fmt.Errorf(`"replica-names" value %q is not known: %s`, n, use)
 		}
 	}
 	return nil

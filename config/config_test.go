@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,9 @@ func TestParseErrors(t *testing.T) {
 		{"mps keys on time-slicing", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"time-slicing\"\nreplicas=2\nactive-thread-percentage=10\n", "apply only to strategy"},
 		{"percentage", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\nactive-thread-percentage=101\n", "from 1 to 100"},
 		{"bad size", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\npinned-memory-limit=\"lots\"\n", `size "lots" is not valid`},
+		{"no replica names", "[cdi]\nreplica-names = []\n", `[cdi] "replica-names" is empty: list at least one style of name (use "index", "uuid" or "gpu:mig")`},
+		{"unknown replica name", "[cdi]\nreplica-names = [\"index\", \"serial\"]\n", `[cdi] "replica-names" value "serial" is not known: use "index", "uuid" or "gpu:mig"`},
+		{"replica names not a list", "[cdi]\nreplica-names = \"index\"\n", "line 2"},
 		{"unknown key", "[cdi]\nvendr = \"x\"\n", `line 2 column 1: unknown key "cdi.vendr"`},
 		{"syntax", "[[sharing]\n", "line 1"},
 	} {
@@ -54,6 +58,29 @@ func TestParseErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestReplicaNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		want       []string
+	}{
+		{"default", "", []string{"index"}},
+		{"default with a [cdi] section", "[cdi]\nvendor = \"example.com\"\n", []string{"index"}},
+		{"one", "[cdi]\nreplica-names = [\"uuid\"]\n", []string{"uuid"}},
+		{"all three", "[cdi]\nreplica-names = [\"gpu:mig\", \"uuid\", \"index\"]\n", []string{"gpu:mig", "uuid", "index"}},
+		{"duplicates", "[cdi]\nreplica-names = [\"uuid\", \"uuid\"]\n", []string{"uuid", "uuid"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.CDI.ReplicaNames, tc.want) {
+				t.Errorf("replica-names = %q, want %q", c.CDI.ReplicaNames, tc.want)
 			}
 		})
 	}

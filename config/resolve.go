@@ -56,6 +56,11 @@ func (c *Config) Resolve(host *inventory.Host) ([]Shared, error) {
 	var out []Shared
 	for _, d := range host.Devices() {
 		if i, ok := owner[d.UUID()]; ok {
+			// "gpu:mig" alone names MIG devices only.
+			if len(d.NamesIn(c.CDI.ReplicaNames)) == 0 {
+				return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
+					c.where(), c.CDI.ReplicaNames, d, i+1)
+			}
 			out = append(out, Shared{Device: d, Sharing: &c.Sharing[i], Entry: i + 1})
 		}
 	}
@@ -63,9 +68,14 @@ func (c *Config) Resolve(host *inventory.Host) ([]Shared, error) {
 }
 
 func (c *Config) entryError(i int, err error) error {
-	where := "config"
+	return fmt.Errorf("%s: [[sharing]] entry %d: %w", c.where(), i+1, err)
+}
+
+// where names the configuration in errors: "config FILE", or "config"
+// for the defaults.
+func (c *Config) where() string {
 	if c.Path != "" {
-		where = "config " + c.Path
+		return "config " + c.Path
 	}
-	return fmt.Errorf("%s: [[sharing]] entry %d: %w", where, i+1, err)
+	return "config"
 }

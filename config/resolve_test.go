@@ -47,6 +47,22 @@ devices = ["0", "0"]
 strategy = "time-slicing"
 replicas = 3
 `, want: []string{"0x3"}},
+		{name: "gpu:mig names MIG replicas", toml: `
+[cdi]
+replica-names = ["gpu:mig"]
+[[sharing]]
+devices = ["mig-0"]
+strategy = "time-slicing"
+replicas = 2
+`, want: []string{"mig-0x2"}},
+		{name: "gpu:mig leaves GPU replicas nameless", toml: `
+[cdi]
+replica-names = ["gpu:mig"]
+[[sharing]]
+devices = ["mig-0", "1"]
+strategy = "time-slicing"
+replicas = 2
+`, err: `[cdi] "replica-names" ["gpu:mig"] gives the replicas of GPU 1 (shared by [[sharing]] entry 1) no name: add "index" or "uuid"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Parse([]byte(tc.toml))

@@ -75,8 +75,13 @@ devices = ["0", "mig-0"]
 strategy = "time-slicing"
 replicas = 2
 `)
-	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
+	out := run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
 		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
+	// By default a replica has its index name only: 2 + 2 replica names,
+	// 3 x 2 whole GPU names, 15 x 3 MIG device names and "all".
+	if want := "8 GPUs, 16 MIG devices, 4 replicas, 56 device names\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("generate said %q, want it to end %q", out, want)
+	}
 	rootfs := busyboxRoot(t, true)
 	ctl := []string{"/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidiactl"}
 	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0::1"}, inspect)
@@ -84,6 +89,12 @@ replicas = 2
 		t.Fatalf("podman: %v\n%s", err, out)
 	}
 	checkInside(t, out, ctl)
+	for _, name := range []string{dgxGPU0 + "::1", "4:0::1"} {
+		out, err = podman(t, rootfs, []string{"--device", vendor + "/gpu=" + name}, "true")
+		if err == nil || !strings.Contains(out, "unresolvable CDI devices "+vendor+"/gpu="+name) {
+			t.Errorf("replica name %s, which replica-names leaves out by default: %v\n%s", name, err, out)
+		}
+	}
 	// Two replicas of the same GPU in one container.
 	out, err = podman(t, rootfs, []string{"--device", vendor + "/gpu=0::0", "--device", vendor + "/gpu=mig-0::1"}, inspect)
 	if err != nil {

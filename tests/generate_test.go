@@ -36,6 +36,15 @@ func TestGenerateBadInput(t *testing.T) {
 		{"config rule", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 1\n")}
 		}, "[[sharing]] entry 1: \"replicas\" is 1: a shared device needs at least 2 replicas"},
+		{"unknown replica name style", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[cdi]\nreplica-names = [\"index\", \"serial\"]\n")}
+		}, `[cdi] "replica-names" value "serial" is not known: use "index", "uuid" or "gpu:mig"`},
+		{"no replica name style", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[cdi]\nreplica-names = []\n")}
+		}, `[cdi] "replica-names" is empty`},
+		{"replicas left without a name", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[cdi]\nreplica-names = [\"gpu:mig\"]\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n")}
+		}, `[cdi] "replica-names" ["gpu:mig"] gives the replicas of GPU 0 (shared by [[sharing]] entry 1) no name: add "index" or "uuid"`},
 		{"selector matches nothing", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"mig-0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n")}
 		}, `[[sharing]] entry 1: selector "mig-0" matches no device on this host`},

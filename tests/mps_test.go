@@ -297,7 +297,12 @@ func TestPodmanMPS(t *testing.T) {
 	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
 	installMPSDouble(t, driverRoot)
 	state := t.TempDir()
+	// Replicas get every name, so a client asking by UUID or G:M finds
+	// its daemon too.
 	cfg := writeConfig(t, fmt.Sprintf(`
+[cdi]
+replica-names = ["index", "uuid", "gpu:mig"]
+
 [[sharing]]
 devices = ["0"]
 strategy = "mps"
@@ -322,8 +327,13 @@ shm-size = "64MiB"
 
 	vendor := uniqueVendor()
 	spec := systemSpecPath(t, vendor)
-	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
+	out := run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
 		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
+	// 4 x 2 + 2 x 3 replica names, 3 x 2 whole GPU names, 15 x 3 MIG
+	// device names and "all".
+	if want := "8 GPUs, 16 MIG devices, 6 replicas, 66 device names\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("generate said %q, want it to end %q", out, want)
+	}
 	rootfs := busyboxRoot(t, false)
 
 	const mig0 = "MIG-4f372b7b-fd65-b445-a712-a1601122affe" // GPU 4's MIG device 0, 1g.5gb, 4864MiB
@@ -332,7 +342,9 @@ shm-size = "64MiB"
 	}{
 		{"0::1", dgxGPU0, "25", "20480M"},
 		{"mig-0::0", mig0, "50", "2432M"},
-		{"GPU-13fe3248-4da8-65f8-e972-3f15eef51793::3", dgxGPU0, "25", "20480M"},
+		{dgxGPU0 + "::3", dgxGPU0, "25", "20480M"},
+		{"4:0::1", mig0, "50", "2432M"},
+		{mig0 + "::1", mig0, "50", "2432M"},
 	} {
 		t.Run(tc.device, func(t *testing.T) {
 			shm := filepath.Join(state, tc.uuid, "shm")

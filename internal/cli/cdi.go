@@ -176,7 +176,7 @@ func generate(c *cli.Context) error {
 	if c.IsSet("hook-path") {
 		hookPath = c.String("hook-path")
 	}
-	g := cdi.New(append(generatorOptions(cfg, hookPath), cdi.WithKind(vendor, class), cdi.WithHookPath(hookPath), cdi.WithSharing(shared))...)
+	g := cdi.New(append(generatorOptions(cfg, hookPath), cdi.WithKind(vendor, class), cdi.WithHookPath(hookPath), cdi.WithSharing(shared), cdi.WithReplicaNames(cfg.CDI.ReplicaNames))...)
 	spec, sum, err := g.Generate(h.Host, h.Files)
 	if err != nil {
 		return err
