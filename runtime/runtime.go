@@ -186,24 +186,31 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		}
 		return fmt.Errorf("bundle %s: %w", bundle, err)
 	}
-	doc, err := parseBundleSpec(data)
+	doc, err := parseObject(data, "")
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	// The members that say whether the container asks for devices first:
-	// decoding the whole process costs more, and most containers ask for
-	// nothing.
-	var env struct {
-		Env []string `json:"env"`
+	if doc == nil {
+		return fmt.Errorf("%s: not a valid OCI spec: the document is null, want an object", path)
+	}
+	// The members that say whether the container asks for devices first;
+	// most containers ask for nothing.
+	process, err := doc.child("process")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	var asked specs.Spec
-	for key, dst := range map[string]any{"process": &env, "annotations": &asked.Annotations, "mounts": &asked.Mounts} {
+	var env []string
+	for key, dst := range map[string]any{"annotations": &asked.Annotations, "mounts": &asked.Mounts} {
 		if err := doc.decode(key, dst); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	if _, ok := doc["process"]; ok {
-		asked.Process = &specs.Process{Env: env.Env}
+	if err := process.decode("env", &env); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if process != nil {
+		asked.Process = &specs.Process{Env: env}
 	}
 	kind := r.cfg.CDI.Vendor + "/" + r.cfg.CDI.Class
 	req, err := requested(&asked, kind, *r.cfg.Runtime.AcceptVisibleDevicesEnv)
@@ -214,25 +221,21 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
-	spec := specs.Spec{Annotations: asked.Annotations, Mounts: asked.Mounts}
-	for key, dst := range map[string]any{"process": &spec.Process, "hooks": &spec.Hooks, "linux": &spec.Linux} {
-		if err := doc.decode(key, dst); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	e, err := readEditable(doc, asked.Annotations, asked.Mounts, process, env)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := r.inject(&spec, req, kind); err != nil {
+	if err := r.inject(&e.spec, req, kind); err != nil {
 		return err
 	}
-	setVoid(&spec)
-	if dropLegacyHooks(&spec) {
+	setVoid(&e.spec)
+	if dropLegacyHooks(&e.spec) {
 		log.Infof("create %s: dropped the legacy nvidia-container-runtime-hook", inv.id)
 	}
-	for key, v := range map[string]any{"process": spec.Process, "mounts": spec.Mounts, "hooks": spec.Hooks, "linux": spec.Linux} {
-		if err := doc.set(key, v); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	out, err := e.bytes()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	out := doc.bytes()
 	mode := fs.FileMode(0o644)
 	if fi, err := os.Stat(path); err == nil {
 		mode = fi.Mode().Perm()

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -450,5 +452,73 @@ func TestCreateKeepsOtherMembers(t *testing.T) {
 		if !bytes.Equal(after[key], doc[key]) {
 			t.Errorf("%s = %s, want %s as it was", key, after[key], doc[key])
 		}
+	}
+}
+
+// A create rewrites only the members CDI edits change: every other member,
+// known or newer than the runtime-spec we build with, keeps its bytes and
+// its place, at the top level and inside process and linux.
+func TestCreateKeepsUntouchedMembers(t *testing.T) {
+	f := newFixture(t, nil)
+	const (
+		caps    = `{"bounding": ["CAP_KILL"],  "effective": ["CAP_KILL"]}`
+		future  = `{"x": [1, 2.50, "\u00e9"], "y": null}`
+		memory  = `{"limit": 1048576, "swap":  2097152}`
+		rootfs  = `{"path": "rootfs",   "readonly": true}`
+		userRaw = `{"uid": 1000, "gid": 1000, "umask": 18, "futureUser": true}`
+	)
+	config := `{"ociVersion": "1.2.0", "futureTop": ` + future + `,
+ "process": {"futureProcess": ` + future + `, "user": ` + userRaw + `, "args": ["sh"], "env": ["PATH=/bin", "NVIDIA_VISIBLE_DEVICES=mig-0"], "capabilities": ` + caps + `},
+ "root": ` + rootfs + `,
+ "linux": {"futureLinux": ` + future + `, "resources": {"memory": ` + memory + `, "futureResources": ` + future + `}, "namespaces": [{"type": "mount"}]}}`
+	if err := os.WriteFile(f.config, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rt.Run([]string{"create", "--bundle", f.bundle, "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.ReadFile(f.config)
+	for _, want := range []string{
+		`"futureTop":` + future, `"root":` + rootfs,
+		`"futureProcess":` + future, `"args":["sh"]`, `"capabilities":` + caps,
+		`"futureLinux":` + future, `"memory":` + memory, `"futureResources":` + future,
+		`"namespaces":[{"type": "mount"}]`,
+	} {
+		if !strings.Contains(string(after), want) {
+			t.Errorf("config.json lost %s:\n%s", want, after)
+		}
+	}
+	var got struct {
+		Process struct {
+			Env  []string
+			User map[string]any
+		}
+		Linux struct {
+			Devices   []specs.LinuxDevice
+			Resources struct{ Devices []specs.LinuxDeviceCgroup }
+		}
+	}
+	if err := json.Unmarshal(after, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(got.Process.Env, EnvVar+"=void") || slices.Contains(got.Process.Env, EnvVar+"=mig-0") {
+		t.Errorf("env = %q, want %s=void in place of the request", got.Process.Env, EnvVar)
+	}
+	if got.Process.User["futureUser"] != true || got.Process.User["umask"] != 18.0 {
+		t.Errorf("user = %v, want its members kept", got.Process.User)
+	}
+	if len(got.Linux.Devices) == 0 || len(got.Linux.Resources.Devices) == 0 {
+		t.Errorf("linux = %+v, want the device nodes and their cgroup rules", got.Linux)
+	}
+	// The nodes belong to the process's user, as the CDI library does it.
+	for _, d := range got.Linux.Devices {
+		if d.UID == nil || *d.UID != 1000 || d.GID == nil || *d.GID != 1000 {
+			t.Errorf("device %s: uid/gid not the process user's", d.Path)
+		}
+	}
+	// Members keep their order: ociVersion, futureTop, process, root, linux.
+	order := regexp.MustCompile(`^\{"ociVersion":.*"futureTop":.*"process":\{"futureProcess":.*"user":.*"args":.*"env":.*"capabilities":.*\},"root":.*"linux":\{"futureLinux":`)
+	if !order.Match(after) {
+		t.Errorf("members moved:\n%s", after)
 	}
 }
