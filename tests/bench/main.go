@@ -280,7 +280,8 @@ func (b *bench) runtime() error {
 	// libraries with their SONAMEs, empty files). The devices are left as
 	// generated; runc makes their nodes from major and minor.
 	fake := filepath.Join(b.work, "driver")
-	// gpuctk-runtime's cache lives in /run, tmpfs on systemd hosts (not on
+	// containerd and CRI-O keep bundles and runc's state under /run, and
+	// gpuctk-runtime's cache lives there: tmpfs on systemd hosts (not on
 	// these machines, whose /run is on the root ext4).
 	cacheBase, err := os.MkdirTemp("/dev/shm", "gpuctk-bench-")
 	if err != nil {
@@ -318,7 +319,7 @@ func (b *bench) runtime() error {
 		}
 		spec := fmt.Sprintf("device %s of a spec of %s (%d device names, %d KiB)", tc.device, tc.label, devices, kib)
 		label := "Runtime, create, " + spec + ", cache warm"
-		rb, err := newRuntimeBundle(b.work, "bundle-"+tc.device, b.bin("gpuctk-runtime"), specDir, vendor, tc.device, cacheBase, root)
+		rb, err := newRuntimeBundle(cacheBase, "bundle-"+tc.device, b.bin("gpuctk-runtime"), specDir, vendor, tc.device, cacheBase, root)
 		if errors.Is(err, errNoRuntime) {
 			b.step("%v", err)
 			b.r.missing(label, "runc create on the config gpuctk-runtime writes", err.Error(), 5*time.Millisecond)
@@ -332,7 +333,7 @@ func (b *bench) runtime() error {
 			return err
 		}
 		b.step("timing: runtime, %s", spec)
-		s, err := interleave(b.o.runs, b.o.warm, jobs...)
+		s, err := interleave(runtimeRuns(b.o), b.o.warm, jobs...)
 		if err != nil {
 			return err
 		}

@@ -42,11 +42,26 @@ func msInt(d time.Duration) string {
 	return fmt.Sprintf("%d ms", d/time.Millisecond)
 }
 
-// timed is a process beside its baseline; added is the difference of the
-// medians.
+// timed is a process beside its baseline; added is the median of the
+// differences between each run and its baseline's run in the same round.
 func (r *report) timed(label, baseline string, base, s *sample, target time.Duration) {
-	added := s.median() - base.median()
+	added := pairedAdded(base, s)
 	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(added), ms(median(s.cpu)), verdict(added, target, msInt)})
+}
+
+// pairedAdded is the median of the differences between each run of s and
+// the run of base in the same round: the machine's load drifts from round
+// to round, and a runc create varies by several milliseconds, so the
+// difference of two medians would carry the noise of both.
+func pairedAdded(base, s *sample) time.Duration {
+	if len(base.times) != len(s.times) {
+		return s.median() - base.median()
+	}
+	d := make([]time.Duration, len(s.times))
+	for i := range d {
+		d[i] = s.times[i] - base.times[i]
+	}
+	return median(d)
 }
 
 // command is a process whose whole time counts against its target.
@@ -157,8 +172,9 @@ func (m *machine) header() string {
 // notes say how each kind of figure was taken.
 func notes(o *options) string {
 	return fmt.Sprintf(`Each process figure is the median of %d runs (after %d untimed), every run
-of it beside a run of its baseline in the same loop; "Added" is the
-difference of the medians. The hook runs with its spec's arguments on a
+of it beside a run of its baseline in the same round; "Added" is the
+median of the differences between each run and its baseline's run in the
+same round (the load of the shared machine drifts between rounds). The hook runs with its spec's arguments on a
 container root and bundle as runc leaves them for createContainer hooks
 (driver libraries in place, the image's own ld.so.cache), put back before
 each run; its baseline is a process fed the same state on stdin. "Old way"
@@ -170,15 +186,17 @@ at each allocation, so the cost follows what the shared disk has been
 doing (30 µs to over 1 ms per link; the figure measured just before the hook
 rows is given with the machine). The tmpfs rows give the hook's own cost.
 Runtime rows time "create" of a busybox container with the real runc
-(deleted after each run, untimed); the spec is a standard driver install's
-with its mounts pointed at stand-in files; gpuctk-runtime keeps its cache
-of resolved devices on tmpfs, as /run is on most hosts ("cold": emptied
-before each run, as after the spec changes). Go benchmark rows are the
+(deleted after each run, untimed), %d runs each, as a runc create varies
+by several milliseconds from run to run; the spec is a standard driver
+install's with its mounts pointed at stand-in files. The bundle, runc's
+state and gpuctk-runtime's cache of resolved devices are on tmpfs, where
+containerd and CRI-O keep them (/run; the image's root stays on ext4)
+("cold": the cache emptied before each run, as after the spec changes). Go benchmark rows are the
 median of %d runs of -benchtime %s each (cdi/bench_test.go). "gpuctk CPU"
 is the median user+system time of the measured process and the children it
 waited for. Peak memory is the largest max RSS of the runs, from GNU time
 (Linux keeps it across exec and takes it over waited-for children).
-`, o.runs, o.warm, o.runs, o.benchtime)
+`, o.runs, o.warm, runtimeRuns(o), o.runs, o.benchtime)
 }
 
 // perfSection is the README's performance section.

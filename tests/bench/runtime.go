@@ -170,3 +170,7 @@ func (b *runtimeBundle) memoryJob(runtimeBin string) (job, error) {
 	env, err := b.settings("/bin/true", coldCache)
 	return job{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, coldCache, runtimeBin), env: env, memory: true}, err
 }
+
+// runtimeRuns is the number of runs of the runtime rows: twice -runs, as a
+// runc create varies by several milliseconds from run to run.
+func runtimeRuns(o *options) int { return 2 * o.runs }
