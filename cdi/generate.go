@@ -42,9 +42,14 @@ func WithSharing(shared []config.Shared) Option { return func(g *Generator) { g.
 
 // WithReplicaNames sets which styles of name (inventory.IndexStyle, ...)
 // each replica gets, as [cdi] replica-names does; a runtime reads every
-// name of the spec at each container start.
+// name of the spec at each container start. An empty list keeps the
+// default, index names.
 func WithReplicaNames(styles []string) Option {
-	return func(g *Generator) { g.replicaNames = styles }
+	return func(g *Generator) {
+		if len(styles) > 0 {
+			g.replicaNames = styles
+		}
+	}
 }
 
 // WithReplicaEdits adds edits of its own to each replica of a shared

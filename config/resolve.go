@@ -56,8 +56,9 @@ func (c *Config) Resolve(host *inventory.Host) ([]Shared, error) {
 	var out []Shared
 	for _, d := range host.Devices() {
 		if i, ok := owner[d.UUID()]; ok {
-			// "gpu:mig" alone names MIG devices only.
-			if len(d.NamesIn(c.CDI.ReplicaNames)) == 0 {
+			// "gpu:mig" alone names MIG devices only. nil is the
+			// default (index names), as in a Config built in code.
+			if c.CDI.ReplicaNames != nil && len(d.NamesIn(c.CDI.ReplicaNames)) == 0 {
 				return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
 					c.where(), c.CDI.ReplicaNames, d, i+1)
 			}
