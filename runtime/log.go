@@ -49,7 +49,7 @@ func (l *logger) write(level, format string, a ...any) {
 	if len(a) > 0 {
 		msg = fmt.Sprintf(format, a...)
 	}
-	now := time.Now().Format(time.RFC3339Nano)
+	now := time.Now().UTC().Format(time.RFC3339Nano) // UTC: no time zone file to read on every create
 	for _, s := range l.sinks {
 		if s.bad {
 			continue

@@ -54,14 +54,22 @@ type job struct {
 
 // interleave runs every job once per round, warm rounds first and
 // untimed, so that a job and its baseline see the same machine: the
-// machine is shared and its load drifts.
+// machine is shared and its load drifts. Odd rounds run the jobs in the
+// reverse order, so that no job always follows the same one: a run can
+// leave work behind for the next (ext4 here slows down after many files
+// are deleted; runc's deleted container is still being torn down).
 func interleave(rounds, warm int, jobs ...job) ([]*sample, error) {
 	out := make([]*sample, len(jobs))
 	for i := range out {
 		out[i] = &sample{}
 	}
 	for r := 0; r < warm+rounds; r++ {
-		for i, j := range jobs {
+		for k := range jobs {
+			i := k
+			if r%2 == 1 {
+				i = len(jobs) - 1 - k
+			}
+			j := jobs[i]
 			cmds := j.cmds
 			if j.prepare != nil {
 				c, err := j.prepare()

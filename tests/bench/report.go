@@ -174,7 +174,9 @@ func notes(o *options) string {
 	return fmt.Sprintf(`Each process figure is the median of %d runs (after %d untimed), every run
 of it beside a run of its baseline in the same round; "Added" is the
 median of the differences between each run and its baseline's run in the
-same round (the load of the shared machine drifts between rounds). The hook runs with its spec's arguments on a
+same round (the load of the shared machine drifts between rounds); odd
+rounds run in the reverse order, so that no job always follows the same
+one. The hook runs with its spec's arguments on a
 container root and bundle as runc leaves them for createContainer hooks
 (driver libraries in place, the image's own ld.so.cache), put back before
 each run; its baseline is a process fed the same state on stdin. "Old way"

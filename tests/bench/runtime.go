@@ -171,6 +171,6 @@ func (b *runtimeBundle) memoryJob(runtimeBin string) (job, error) {
 	return job{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, coldCache, runtimeBin), env: env, memory: true}, err
 }
 
-// runtimeRuns is the number of runs of the runtime rows: twice -runs, as a
-// runc create varies by several milliseconds from run to run.
-func runtimeRuns(o *options) int { return 2 * o.runs }
+// runtimeRuns is the number of runs of the runtime rows: four times -runs,
+// as a runc create varies by several milliseconds from run to run.
+func runtimeRuns(o *options) int { return 4 * o.runs }
