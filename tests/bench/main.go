@@ -264,10 +264,12 @@ func (b *bench) generate() error {
 		return err
 	}
 	b.r.command("`gpuctk cdi generate` command, "+label, "no-op process (true)", gen[0], gen[1], 50*time.Millisecond)
-	for _, f := range []string{"yaml", "json"} {
-		s := &sample{times: gb["BenchmarkResolve/format="+f]}
-		b.r.function(fmt.Sprintf("Resolve one device: load the 8-GPU spec (%s) with the CDI library, inject it", strings.ToUpper(f)), s, 10*time.Millisecond)
-	}
+	// The target is the spec as gpuctk writes it by default (YAML); JSON,
+	// which the CDI library also parses with go-yaml, is for comparison.
+	b.r.function("Resolve one device: load the 8-GPU spec (YAML, the default) with the CDI library, inject it",
+		&sample{times: gb["BenchmarkResolve/format=yaml"]}, 10*time.Millisecond)
+	b.r.function("Resolve one device, the same spec written with --format json, for comparison",
+		&sample{times: gb["BenchmarkResolve/format=json"]}, 0)
 
 	return nil
 }
