@@ -30,6 +30,9 @@ type object struct {
 	members map[string]json.RawMessage
 	added   []string // members set that data does not have, in order
 	dirty   bool
+	// children are the members decoded as objects so far, each decoded
+	// once: edits below them go to the same object.
+	children map[string]*object
 }
 
 // parseObject decodes data, which must be a JSON object or null (nil
@@ -73,15 +76,27 @@ func (o *object) decode(key string, dst any) error {
 }
 
 // child decodes member key as an object: nil when it is absent or null.
+// A member is decoded once; later calls return the same object.
 func (o *object) child(key string) (*object, error) {
 	if o == nil {
 		return nil, nil
+	}
+	if c, ok := o.children[key]; ok {
+		return c, nil
 	}
 	raw, ok := o.members[key]
 	if !ok {
 		return nil, nil
 	}
-	return parseObject(raw, o.member(key))
+	c, err := parseObject(raw, o.member(key))
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if o.children == nil {
+		o.children = map[string]*object{}
+	}
+	o.children[key] = c
+	return c, nil
 }
 
 // set replaces member key with raw, or adds it after the others.
@@ -106,6 +121,10 @@ func (o *object) setPath(path []string, raw json.RawMessage) error {
 	}
 	if c == nil {
 		c = &object{path: o.member(path[0]), members: map[string]json.RawMessage{}}
+		if o.children == nil {
+			o.children = map[string]*object{}
+		}
+		o.children[path[0]] = c
 	}
 	if err := c.setPath(path[1:], raw); err != nil {
 		return err
@@ -120,7 +139,7 @@ func (o *object) bytes() []byte {
 	if !o.dirty {
 		return o.data
 	}
-	keys := append(o.order(), o.added...)
+	keys := append(memberOrder(o.data), o.added...)
 	if len(keys) != len(o.members) {
 		// Never expected: order and members disagree. Lose no member.
 		for k := range o.members {
@@ -144,15 +163,10 @@ func (o *object) bytes() []byte {
 	return out.Bytes()
 }
 
-// order lists the members of data in the order they appear, each once
-// (where a name repeats, encoding/json, and so runc, keeps the last value;
-// so does members).
-func (o *object) order() []string {
-	return memberOrder(o.data)
-}
-
 // memberOrder lists the member names of data, a JSON object that
-// encoding/json has accepted already, in order, each once. A small scanner
+// encoding/json has accepted already, in order, each once (where a name
+// repeats, encoding/json, and so runc, keeps the last value; so does
+// object.members). A small scanner
 // of our own: json.Decoder's Token costs more than the rest of a create.
 func memberOrder(data []byte) []string {
 	i := skipSpace(data, 0)
