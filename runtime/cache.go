@@ -1,11 +1,11 @@
 package runtime
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -41,12 +41,15 @@ type cachedDevice struct {
 	Edits cdispec.ContainerEdits `json:"edits"`
 }
 
-// fingerprint identifies the current content of the spec dirs. It also
+// fingerprint identifies the current content of the spec dirs. It hashes
+// file metadata that only root can change, to tell versions apart, not to
+// resist forgery: FNV-128a, since crypto/sha256 would link the FIPS module
+// and its start-up work into every create. It also
 // returns the newest change time among the specs: a spec changed within a
 // timestamp tick of now could change again unseen (git's racy-index case).
 func fingerprint(dirs []string) (string, time.Time) {
 	var newest time.Time
-	h := sha256.New()
+	h := fnv.New128a()
 	fmt.Fprintf(h, "%s\x00", cacheFormat)
 	for _, dir := range dirs {
 		fmt.Fprintf(h, "dir %s\x00", dir)

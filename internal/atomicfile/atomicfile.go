@@ -4,8 +4,10 @@
 package atomicfile
 
 import (
-	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 )
@@ -40,18 +42,31 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool) error {
 	return nil
 }
 
+// tmpSuffix names temporary files (a variable for tests).
+var tmpSuffix = func() uint64 { return rand.Uint64() >> 16 }
+
 // WriteFileIn replaces name, a path inside root, atomically: every step
 // resolves inside root, so a symlink cannot redirect the write out of it,
 // and the rename replaces a symlink at name rather than following it. With
 // sync false the data is not fsynced (see WriteFileNoSync).
 func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool) (err error) {
-	var rnd [6]byte
-	rand.Read(rnd[:])
 	dir, base := filepath.Split(name)
-	tmp := filepath.Join(dir, fmt.Sprintf(".%s.tmp-%x", base, rnd))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
+	var tmp string
+	var f *os.File
+	// The name only has to be unlikely to exist: math/rand/v2 is seeded
+	// from the kernel's randomness at start, so names cannot be guessed
+	// ahead, and O_EXCL refuses one that exists (planted or left by a
+	// crash). crypto/rand would link the FIPS module into the hook and
+	// the runtime, whose start-up is on every container's critical path.
+	for try := 0; ; try++ {
+		tmp = filepath.Join(dir, fmt.Sprintf(".%s.tmp-%012x", base, tmpSuffix()))
+		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || try == 3 {
+			return err
+		}
 	}
 	defer func() {
 		if err != nil {

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,5 +63,58 @@ func TestWriteFileInStaysInRoot(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(outside, "victim")); err == nil {
 		t.Fatal("the link's target was written")
+	}
+}
+
+// A file already at the temporary name (planted, or left by a crash) is
+// left alone and another name is tried; after four taken names the write
+// fails without touching the target.
+func TestWriteFileTakenTempName(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		taken   int // how many names in a row exist
+		wantErr bool
+	}{
+		{"first name taken", 1, false},
+		{"three taken", 3, false},
+		{"all four taken", 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "ld.so.cache")
+			if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n := uint64(0)
+			defer func(f func() uint64) { tmpSuffix = f }(tmpSuffix)
+			tmpSuffix = func() uint64 { n++; return n }
+			for i := 1; i <= tc.taken; i++ {
+				planted := filepath.Join(dir, fmt.Sprintf(".ld.so.cache.tmp-%012x", i))
+				if err := os.WriteFile(planted, []byte("planted"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := WriteFile(p, []byte("new"), 0o644)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
+			}
+			want := "new"
+			if tc.wantErr {
+				want = "old"
+			}
+			if b, _ := os.ReadFile(p); string(b) != want {
+				t.Errorf("target holds %q, want %q", b, want)
+			}
+			for i := 1; i <= tc.taken; i++ {
+				b, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf(".ld.so.cache.tmp-%012x", i)))
+				if string(b) != "planted" {
+					t.Errorf("planted file %d now holds %q", i, b)
+				}
+			}
+			entries, _ := os.ReadDir(dir)
+			if len(entries) != 1+tc.taken {
+				t.Errorf("%d entries in the folder, want %d (no temporary file left)", len(entries), 1+tc.taken)
+			}
+		})
 	}
 }

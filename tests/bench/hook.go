@@ -109,10 +109,9 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 // reset returns a job's prepare function: it puts the root back as the
 // image had it, with its own cache (or none, so the hook falls back to
 // ldconfig) and none of the hook's links. What it takes away goes to a
-// trash folder, deleted at the end: on an ext4 without a journal, as on
-// these machines, every inode deleted in the last seconds slows down the
-// next allocations, and the harness's own deletions would be counted
-// against the hook.
+// trash folder, deleted at the end, so that no deletion of the harness's
+// own (the file system's work to free inodes and blocks) can be counted
+// against the next run.
 func (h *hookRoot) reset(withCache bool) func() ([][]string, error) {
 	return func() ([][]string, error) {
 		trash := func(p string) error {

@@ -33,6 +33,16 @@ func median(d []time.Duration) time.Duration {
 
 func (s *sample) median() time.Duration { return median(s.times) }
 
+// join is s's runs followed by t's: a job's runs from two sets of rounds,
+// kept in round order so that pairs with its baseline's stay pairs.
+func (s *sample) join(t *sample) *sample {
+	return &sample{
+		times:  append(slices.Clone(s.times), t.times...),
+		cpu:    append(slices.Clone(s.cpu), t.cpu...),
+		maxRSS: max(s.maxRSS, t.maxRSS),
+	}
+}
+
 // job is what one run does: commands run one after the other. prepare
 // runs before each run, untimed, to put back what the previous run
 // changed, and may return the commands to run (nil: cmds). stdin, when
@@ -56,8 +66,8 @@ type job struct {
 // untimed, so that a job and its baseline see the same machine: the
 // machine is shared and its load drifts. Odd rounds run the jobs in the
 // reverse order, so that no job always follows the same one: a run can
-// leave work behind for the next (ext4 here slows down after many files
-// are deleted; runc's deleted container is still being torn down).
+// leave work behind for the next (runc's deleted container is still being
+// torn down).
 func interleave(rounds, warm int, jobs ...job) ([]*sample, error) {
 	out := make([]*sample, len(jobs))
 	for i := range out {

@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -13,7 +15,7 @@ import (
 // report is the table's rows, in order.
 type report struct{ rows [][]string }
 
-var header = []string{"Measure (median)", "Baseline", "Baseline", "gpuctk", "Added", "gpuctk CPU", "Target"}
+var header = []string{"Measure (median)", "Baseline", "Baseline", "gpuctk", "Added", "Added, 95% CI", "gpuctk CPU", "Target"}
 
 func ms(d time.Duration) string {
 	v := float64(d) / float64(time.Millisecond)
@@ -45,43 +47,66 @@ func msInt(d time.Duration) string {
 // timed is a process beside its baseline; added is the median of the
 // differences between each run and its baseline's run in the same round.
 func (r *report) timed(label, baseline string, base, s *sample, target time.Duration) {
-	added := pairedAdded(base, s)
-	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(added), ms(median(s.cpu)), verdict(added, target, msInt)})
+	d := pairedDiffs(base, s)
+	added := median(d)
+	if d == nil {
+		added = s.median() - base.median()
+	}
+	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(added), medianCI(d), ms(median(s.cpu)), verdict(added, target, msInt)})
 }
 
-// pairedAdded is the median of the differences between each run of s and
-// the run of base in the same round: the machine's load drifts from round
-// to round, and a runc create varies by several milliseconds, so the
-// difference of two medians would carry the noise of both.
-func pairedAdded(base, s *sample) time.Duration {
+// pairedDiffs are the differences between each run of s and the run of
+// base in the same round: the machine's load drifts from round to round,
+// and a runc create varies by several milliseconds, so the difference of
+// two medians would carry the noise of both.
+func pairedDiffs(base, s *sample) []time.Duration {
 	if len(base.times) != len(s.times) {
-		return s.median() - base.median()
+		return nil
 	}
 	d := make([]time.Duration, len(s.times))
 	for i := range d {
 		d[i] = s.times[i] - base.times[i]
 	}
-	return median(d)
+	return d
+}
+
+// medianCI is a distribution-free 95% confidence interval for the median
+// of d: the order statistics j and k (1-based) with j = n/2 - 0.98 sqrt(n)
+// and k = n/2 + 1 + 0.98 sqrt(n), from the normal approximation of the
+// binomial count of runs below the median. It says how far a run's noise
+// could move the figure: a target inside the interval is met or missed by
+// chance.
+func medianCI(d []time.Duration) string {
+	n := len(d)
+	if n < 10 {
+		return "—"
+	}
+	t := slices.Clone(d)
+	slices.Sort(t)
+	half := 0.98 * math.Sqrt(float64(n))
+	j := max(1, int(math.Round(float64(n)/2-half)))
+	k := min(n, int(math.Round(float64(n)/2+1+half)))
+	return strings.TrimSuffix(ms(t[j-1]), " ms") + " – " + ms(t[k-1])
 }
 
 // command is a process whose whole time counts against its target.
 func (r *report) command(label, baseline string, base, s *sample, target time.Duration) {
-	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(s.median() - base.median()), ms(median(s.cpu)), verdict(s.median(), target, msInt)})
+	r.rows = append(r.rows, []string{label, baseline, ms(base.median()), ms(s.median()), ms(s.median() - base.median()), "—", ms(median(s.cpu)), verdict(s.median(), target, msInt)})
 }
 
 // memory is a process's peak RSS beside its baseline's.
 func (r *report) memory(label, baseline string, base, s *sample, target int64) {
-	r.rows = append(r.rows, []string{label, baseline, mib(base.maxRSS), mib(s.maxRSS), "—", "—", verdict(s.maxRSS, target, mibInt)})
+	r.rows = append(r.rows, []string{label, baseline, mib(base.maxRSS), mib(s.maxRSS), "—", "—", "—", verdict(s.maxRSS, target, mibInt)})
 }
 
 // function is a Go benchmark: no baseline, the whole figure counts.
 func (r *report) function(label string, s *sample, target time.Duration) {
-	r.rows = append(r.rows, []string{label, "— (Go benchmark)", "—", ms(s.median()), ms(s.median()), "—", verdict(s.median(), target, msInt)})
+	r.rows = append(r.rows, []string{label, "— (Go benchmark)", "—", ms(s.median()), ms(s.median()), "—", "—", verdict(s.median(), target, msInt)})
 }
 
 // missing is a row that could not be measured, and why.
 func (r *report) missing(label, baseline, why string, target time.Duration) {
-	r.rows = append(r.rows, []string{label, baseline, "—", "not measured: " + why, "—", "—", "≤ " + msInt(target)})
+	r.rows = append(r.rows, []string{label, baseline, "—", "not measured: " + why, "—", "—", "—", "≤ " + msInt(target)})
 }
 
 func (r *report) markdown() string {
@@ -176,29 +201,33 @@ of it beside a run of its baseline in the same round; "Added" is the
 median of the differences between each run and its baseline's run in the
 same round (the load of the shared machine drifts between rounds); odd
 rounds run in the reverse order, so that no job always follows the same
-one. The hook runs with its spec's arguments on a
+one. "Added, 95%% CI" bounds the median difference (order statistics of
+the paired differences): a target inside it is met or missed by chance.
+The hook runs with its spec's arguments on a
 container root and bundle as runc leaves them for createContainer hooks
 (driver libraries in place, the image's own ld.so.cache), put back before
 each run; its baseline is a process fed the same state on stdin. "Old way"
 is the same hook on the same root with the cache removed, so that it falls
 back to the host's ldconfig over the whole image. The hook makes 12 links
-and one file, and creating one is slow on these machines' ext4, which has
-no journal: ext4 then skips every inode deleted in the last minute or more
-at each allocation, so the cost follows what the shared disk has been
-doing (30 µs to over 1 ms per link; the figure measured just before the hook
+and one file. On this machine's root ext4 (no journal, a shared virtual
+disk) creating one takes from 15 µs to over 600 µs from one run to the
+next, for a plain symlink loop as much as for the hook (the figure measured just before the hook
 rows is given with the machine). The tmpfs rows give the hook's own cost.
 Runtime rows time "create" of a busybox container with the real runc
 (deleted after each run, untimed), %d runs each, as a runc create varies
-by several milliseconds from run to run; the spec is a standard driver
+by several milliseconds from run to run; the warm-cache rows with a
+target take %d (%d more rounds of just that pair and its baseline); the spec is a standard driver
 install's with its mounts pointed at stand-in files. The bundle, runc's
 state and gpuctk-runtime's cache of resolved devices are on tmpfs, where
-containerd and CRI-O keep them (/run; the image's root stays on ext4)
+containerd and CRI-O keep them (/run), and so is the container's root:
+gpuctk-runtime never touches it, and the disk's noise would only blur the
+difference
 ("cold": the cache emptied before each run, as after the spec changes). Go benchmark rows are the
 median of %d runs of -benchtime %s each (cdi/bench_test.go). "gpuctk CPU"
 is the median user+system time of the measured process and the children it
 waited for. Peak memory is the largest max RSS of the runs, from GNU time
 (Linux keeps it across exec and takes it over waited-for children).
-`, o.runs, o.warm, runtimeRuns(o), o.runs, o.benchtime)
+`, o.runs, o.warm, runtimeRuns(o), 4*runtimeRuns(o), 3*runtimeRuns(o), o.runs, o.benchtime)
 }
 
 // perfSection is the README's performance section.
