@@ -145,9 +145,8 @@ func (b *bench) hook() error {
 	// creating a link takes 15 µs in one run and over 600 µs in another,
 	// for a plain symlink(2) loop as much as for the hook; linkCost
 	// measures it just before the rows. The same roots on tmpfs show the
-	// hook's own cost: the
-	// merge reads only the cache, so the large root there is the small one
-	// with the large root's cache.
+	// hook's own cost: the merge reads only the cache, so the large root
+	// there is the small one with the large root's cache.
 	b.step("building the small root (busybox, glibc, ldconfig) and the large one (a copy of %s)", fakehost.LibDir)
 	small, err := newHookRoot(b.work, "small", fakehost.WithGlibc, call)
 	if err != nil {
@@ -342,9 +341,9 @@ func (b *bench) runtime() error {
 		if err != nil {
 			return err
 		}
-		// The target's two jobs again, on their own, for three times the
-		// pairs: runc create's noise leaves 100 pairs a confidence
-		// interval some 4 ms wide, too wide to tell 3 ms from 5.
+		// The target row's two jobs again, alone, for 300 more pairs:
+		// runc create's noise leaves 100 pairs a confidence interval some
+		// 4 ms wide, too wide to tell 3 ms from 5.
 		b.step("timing: runtime, %s, the target's pairs again", spec)
 		more, err := interleave(3*runtimeRuns(b.o), 0, jobs[1], jobs[2])
 		if err != nil {
