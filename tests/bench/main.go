@@ -341,7 +341,8 @@ func (b *bench) runtime() error {
 		if err != nil {
 			return err
 		}
-		// The target row's two jobs again, alone, for 300 more pairs:
+		// The target row's two jobs again, alone, for three times as many
+		// pairs more (300 at the default -runs):
 		// runc create's noise leaves 100 pairs a confidence interval some
 		// 4 ms wide, too wide to tell 3 ms from 5.
 		b.step("timing: runtime, %s, the target's pairs again", spec)
