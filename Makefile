@@ -48,7 +48,7 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
-	@n=$$($(GO) list -deps ./cmd/gpuctk-hook ./cmd/gpuctk-runtime | grep -c go-nvml); test $$n -eq 0 || { echo "hook or runtime links go-nvml"; exit 1; }
+	@n=$$($(GO) list -deps ./cmd/gpuctk-hook ./cmd/gpuctk-runtime | grep -Ec 'go-nvml|gpuctk/inventory'); test $$n -eq 0 || { echo "hook or runtime links go-nvml or the embedded profiles (package inventory)"; exit 1; }
 
 test: deps lint
 	$(GO) test -race -count=1 -timeout 40m ./...

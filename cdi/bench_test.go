@@ -8,22 +8,22 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // largestHost is dgx-h100-mig cut to n GPUs: every GPU in MIG mode, 7 x
 // 1g.10gb, every MIG device shared 8 ways.
-func largestHost(t testing.TB, n int) (*inventory.Host, []config.Shared, *driver.Files) {
+func largestHost(t testing.TB, n int) (*offer.Set, *driver.Files) {
 	p, err := inventory.LoadProfile("dgx-h100-mig")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, _ := p.Host()
 	h.GPUs = h.GPUs[:n]
-	_, shared := sharingConfig(t, "dgx-h100-mig", h)
-	return h, shared, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor)
+	_, set := sharingConfig(t, "dgx-h100-mig", h)
+	return set, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor)
 }
 
 // BenchmarkGenerate times building, validating and encoding the spec of
@@ -31,11 +31,11 @@ func largestHost(t testing.TB, n int) (*inventory.Host, []config.Shared, *driver
 func BenchmarkGenerate(b *testing.B) {
 	for _, n := range []int{1, 2, 4, 8} {
 		b.Run(fmt.Sprintf("gpus=%d", n), func(b *testing.B) {
-			h, shared, files := largestHost(b, n)
-			g := New(WithSharing(shared))
+			set, files := largestHost(b, n)
+			g := New()
 			b.ReportAllocs()
 			for b.Loop() {
-				spec, _, err := g.Generate(h, files)
+				spec, _, err := g.Generate(set, files)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -50,8 +50,8 @@ func BenchmarkGenerate(b *testing.B) {
 // BenchmarkResolve times what a runtime does per container: load the
 // largest host's spec with the CDI library and inject one device.
 func BenchmarkResolve(b *testing.B) {
-	h, shared, files := largestHost(b, 8)
-	spec, _, err := New(WithSharing(shared)).Generate(h, files)
+	set, files := largestHost(b, 8)
+	spec, _, err := New().Generate(set, files)
 	if err != nil {
 		b.Fatal(err)
 	}

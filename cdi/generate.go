@@ -2,7 +2,6 @@ package cdi
 
 import (
 	"fmt"
-	"strconv"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -11,6 +10,8 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // HookSetup is the gpuctk-hook subcommand the spec calls at container
@@ -21,9 +22,6 @@ const HookSetup = "setup"
 type Generator struct {
 	vendor, class string
 	hookPath      string
-	shared        []config.Shared
-	replicaNames  []string
-	replicaEdits  func(config.Shared) (*specs.ContainerEdits, error)
 }
 
 // Option configures a Generator.
@@ -37,36 +35,19 @@ func WithKind(vendor, class string) Option {
 // WithHookPath sets where gpuctk-hook is installed on the host.
 func WithHookPath(path string) Option { return func(g *Generator) { g.hookPath = path } }
 
-// WithSharing offers these devices as replicas instead of whole.
-func WithSharing(shared []config.Shared) Option { return func(g *Generator) { g.shared = shared } }
-
-// WithReplicaNames sets which styles of name (inventory.IndexStyle, ...)
-// each replica gets, as [cdi] replica-names does; a runtime reads every
-// name of the spec at each container start. An empty list keeps the
-// default, index names.
-func WithReplicaNames(styles []string) Option {
-	return func(g *Generator) {
-		if len(styles) > 0 {
-			g.replicaNames = styles
-		}
-	}
-}
-
-// WithReplicaEdits adds edits of its own to each replica of a shared
-// device (the MPS client settings), on top of the device's nodes.
-func WithReplicaEdits(f func(config.Shared) (*specs.ContainerEdits, error)) Option {
-	return func(g *Generator) { g.replicaEdits = f }
-}
-
-// New returns a Generator; by default it writes kind nvidia.com/gpu,
-// calls /usr/bin/gpuctk-hook and names replicas by index only.
+// New returns a Generator; by default it writes kind nvidia.com/gpu and
+// calls /usr/bin/gpuctk-hook.
 func New(opts ...Option) *Generator {
-	g := &Generator{vendor: "nvidia.com", class: "gpu", hookPath: "/usr/bin/gpuctk-hook",
-		replicaNames: []string{inventory.IndexStyle}}
+	g := &Generator{vendor: "nvidia.com", class: "gpu", hookPath: "/usr/bin/gpuctk-hook"}
 	for _, o := range opts {
 		o(g)
 	}
 	return g
+}
+
+// ForConfig returns the Generator the configuration describes.
+func ForConfig(c *config.Config) *Generator {
+	return New(WithKind(c.CDI.Vendor, c.CDI.Class), WithHookPath(c.CDI.HookPath))
 }
 
 // Summary counts what a spec offers.
@@ -81,13 +62,14 @@ func (s Summary) String() string {
 	return fmt.Sprintf("%d GPUs, %d MIG devices, %d replicas, %d device names", s.GPUs, s.MIGDevices, s.Replicas, s.Devices)
 }
 
-// Generate returns the validated spec of a host whose driver files are f.
-func (g *Generator) Generate(host *inventory.Host, f *driver.Files) (*specs.Spec, Summary, error) {
+// Generate returns the validated spec of what a host offers, its driver
+// files being f.
+func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summary, error) {
 	var sum Summary
-	if len(host.GPUs) == 0 {
+	if len(set.Host.GPUs) == 0 {
 		return nil, sum, fmt.Errorf("no NVIDIA GPUs found on this host: nothing to put in a spec")
 	}
-	sum.GPUs = len(host.GPUs)
+	sum.GPUs = len(set.Host.GPUs)
 	spec := &specs.Spec{
 		Kind: g.vendor + "/" + g.class,
 		ContainerEdits: specs.ContainerEdits{
@@ -102,52 +84,38 @@ func (g *Generator) Generate(host *inventory.Host, f *driver.Files) (*specs.Spec
 		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
 	}
 
-	shared := map[string]config.Shared{}
-	for _, s := range g.shared {
-		shared[s.UUID()] = s
-	}
 	var all []*specs.DeviceNode
 	seen := map[string]bool{}
-	for _, d := range host.Devices() {
-		nodes, err := deviceNodes(f, d)
-		if err != nil {
-			return nil, sum, fmt.Errorf("%s (%s): %w", d, d.UUID(), err)
-		}
-		for _, n := range nodes {
-			if !seen[n.Path] {
-				seen[n.Path] = true
-				all = append(all, n)
+	var nodes []*specs.DeviceNode
+	var edits specs.ContainerEdits
+	for i, d := range set.Devices {
+		// Entries of one physical device come together: find its nodes
+		// and its replicas' edits once.
+		if i == 0 || set.Devices[i-1].UUID() != d.UUID() {
+			var err error
+			if nodes, err = deviceNodes(f, d.Device); err != nil {
+				return nil, sum, fmt.Errorf("%s (%s): %w", d.Device, d.UUID(), err)
+			}
+			for _, n := range nodes {
+				if !seen[n.Path] {
+					seen[n.Path] = true
+					all = append(all, n)
+				}
+			}
+			if d.IsMIG() {
+				sum.MIGDevices++
+			}
+			edits = specs.ContainerEdits{DeviceNodes: nodes}
+			if d.Share != nil {
+				sum.Replicas += d.Share.Replicas
+				if d.Share.IsMPS() {
+					extra := mps.ReplicaEdits(g.hookPath, d.Share)
+					edits.Env, edits.Mounts, edits.Hooks = extra.Env, extra.Mounts, extra.Hooks
+				}
 			}
 		}
-		if d.IsMIG() {
-			sum.MIGDevices++
-		}
-		s, isShared := shared[d.UUID()]
-		if !isShared {
-			for _, name := range d.Names() {
-				spec.Devices = append(spec.Devices, specs.Device{Name: name, ContainerEdits: specs.ContainerEdits{DeviceNodes: nodes}})
-			}
-			continue
-		}
-		edits := specs.ContainerEdits{DeviceNodes: nodes}
-		if g.replicaEdits != nil {
-			extra, err := g.replicaEdits(s)
-			if err != nil {
-				return nil, sum, err // names the device already
-			}
-			if extra != nil {
-				edits.Env = extra.Env
-				edits.Mounts = extra.Mounts
-				edits.Hooks = extra.Hooks
-				edits.DeviceNodes = append(append([]*specs.DeviceNode(nil), nodes...), extra.DeviceNodes...)
-			}
-		}
-		sum.Replicas += s.Replicas
-		names := d.NamesIn(g.replicaNames)
-		for k := 0; k < s.Replicas; k++ {
-			for _, name := range names {
-				spec.Devices = append(spec.Devices, specs.Device{Name: name + "::" + strconv.Itoa(k), ContainerEdits: edits})
-			}
+		for _, name := range d.Names {
+			spec.Devices = append(spec.Devices, specs.Device{Name: name, ContainerEdits: edits})
 		}
 	}
 	spec.Devices = append(spec.Devices, specs.Device{Name: "all", ContainerEdits: specs.ContainerEdits{DeviceNodes: all}})

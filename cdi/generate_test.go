@@ -18,6 +18,7 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -49,17 +50,17 @@ replicas = 8
 }
 
 // sharingConfig parses a host's entry of sharingConfigs and resolves it.
-func sharingConfig(t testing.TB, name string, h *inventory.Host) (*config.Config, []config.Shared) {
+func sharingConfig(t testing.TB, name string, h *inventory.Host) (*config.Config, *offer.Set) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(sharingConfigs[name]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared, err := cfg.Resolve(h)
+	set, err := offer.Resolve(h, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cfg, shared
+	return cfg, set
 }
 
 func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
@@ -69,8 +70,8 @@ func generateFor(t testing.TB, name string) (*inventory.Host, []byte, Summary) {
 		t.Fatal(err)
 	}
 	h, _ := p.Host()
-	cfg, shared := sharingConfig(t, name, h)
-	spec, sum, err := New(WithSharing(shared), WithReplicaNames(cfg.CDI.ReplicaNames)).Generate(h, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor))
+	cfg, set := sharingConfig(t, name, h)
+	spec, sum, err := ForConfig(cfg).Generate(set, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,15 +137,15 @@ func TestInjectEveryName(t *testing.T) {
 			}
 			// A whole device is reachable by each of its names; a shared
 			// one's replicas by the names replica-names picks, and no other.
-			cfg, shared := sharingConfig(t, name, h)
+			cfg, set := sharingConfig(t, name, h)
 			isShared := map[string]bool{}
-			for _, s := range shared {
+			for _, s := range set.Shared {
 				isShared[s.UUID()] = true
 			}
 			for _, d := range h.Devices() {
 				picked, suffix := d.Names(), ""
 				if isShared[d.UUID()] {
-					picked, suffix = d.NamesIn(cfg.CDI.ReplicaNames), "::0"
+					picked, suffix = namesOfStyles(d, cfg.CDI.ReplicaNames), "::0"
 				}
 				for _, n := range d.Names() {
 					got, want := cache.GetDevice("nvidia.com/gpu="+n+suffix) != nil, slices.Contains(picked, n)
@@ -181,7 +182,8 @@ func TestSummaryAndNames(t *testing.T) {
 // ways, with each setting of replica-names and compares the spec's device
 // names with the expected list.
 func TestReplicaNames(t *testing.T) {
-	h, shared, files := largestHost(t, 8)
+	set, files := largestHost(t, 8)
+	h := set.Host
 	for _, tc := range []struct {
 		name   string
 		styles []string // nil: the default
@@ -194,11 +196,18 @@ func TestReplicaNames(t *testing.T) {
 		{"all three in any order", []string{"uuid", "gpu:mig", "index", "uuid"}, inventory.Device.Names, 56*8*3 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := []Option{WithSharing(shared)}
-			if tc.styles != nil {
-				opts = append(opts, WithReplicaNames(tc.styles))
+			cfg, err := config.Parse([]byte(sharingConfigs["dgx-h100-mig"]))
+			if err != nil {
+				t.Fatal(err)
 			}
-			spec, sum, err := New(opts...).Generate(h, files)
+			if tc.styles != nil {
+				cfg.CDI.ReplicaNames = tc.styles
+			}
+			set, err := offer.Resolve(h, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec, sum, err := New().Generate(set, files)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +251,11 @@ func TestFormatFor(t *testing.T) {
 func TestValidateRejects(t *testing.T) {
 	p, _ := inventory.LoadProfile("l40s")
 	h, _ := p.Host()
-	spec, _, err := New(WithKind("nvidia.com", "gpu")).Generate(h, driver.Standard(p.DriverVersion, 510, 511))
+	set, err := offer.Resolve(h, config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, err := New(WithKind("nvidia.com", "gpu")).Generate(set, driver.Standard(p.DriverVersion, 510, 511))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,11 +263,11 @@ func TestValidateRejects(t *testing.T) {
 	if err := Validate(spec); err == nil || !strings.Contains(err.Error(), `device "0" appears twice`) {
 		t.Errorf("duplicate: %v", err)
 	}
-	if _, _, err := New(WithKind("bad vendor!", "gpu")).Generate(h, driver.Standard(p.DriverVersion, 510, 511)); err == nil {
+	if _, _, err := New(WithKind("bad vendor!", "gpu")).Generate(set, driver.Standard(p.DriverVersion, 510, 511)); err == nil {
 		t.Error("bad vendor accepted")
 	}
 	empty := &inventory.Host{DriverVersion: "1"}
-	if _, _, err := New().Generate(empty, driver.Standard("1", 510, 511)); err == nil || !strings.Contains(err.Error(), "no NVIDIA GPUs") {
+	if _, _, err := New().Generate(&offer.Set{Host: empty}, driver.Standard("1", 510, 511)); err == nil || !strings.Contains(err.Error(), "no NVIDIA GPUs") {
 		t.Errorf("empty host: %v", err)
 	}
 }
@@ -306,4 +319,19 @@ func TestYAMLRoundTrip(t *testing.T) {
 	if _, err := Marshal(spec, "yaml"); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
 		t.Errorf("invalid UTF-8: err = %v", err)
 	}
+}
+
+// namesOfStyles lists a device's names of the given styles, in the order
+// of Names, as the test expects replicas to be named.
+func namesOfStyles(d inventory.Device, styles []string) []string {
+	var out []string
+	for _, n := range d.Names() {
+		switch {
+		case n == d.Name() && slices.Contains(styles, config.IndexNames),
+			n == d.GPUMIGName() && slices.Contains(styles, config.GPUMIGNames),
+			n == d.UUID() && slices.Contains(styles, config.UUIDNames):
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
 // DefaultPath is where the configuration file lives on a host.
@@ -24,12 +26,42 @@ const (
 	MPS         = "mps"
 )
 
+// Styles of device name, the values [cdi] replica-names takes.
+const (
+	IndexNames  = "index"   // "0", "mig-3"
+	UUIDNames   = "uuid"    // "GPU-<uuid>", "MIG-<uuid>"
+	GPUMIGNames = "gpu:mig" // "4:0", MIG devices only
+)
+
+// MIG strategies of the device plugin, the values [kubernetes] mig-strategy takes.
+const (
+	MIGNone   = "none"   // a GPU in MIG mode is advertised whole
+	MIGSingle = "single" // MIG devices as nvidia.com/gpu
+	MIGMixed  = "mixed"  // MIG devices as nvidia.com/mig-<profile>
+)
+
+// How the device plugin tells the runtime which devices a container got,
+// the values [kubernetes] device-list-strategy takes.
+const (
+	ListCDICRI         = "cdi-cri"
+	ListCDIAnnotations = "cdi-annotations"
+	ListEnvvar         = "envvar"
+)
+
+// Allocation policies of the device plugin's preferred allocation.
+const (
+	Distributed = "distributed" // replicas from the device with the fewest in use
+	Packed      = "packed"      // replicas from the device with the most in use
+)
+
 // Config is the whole configuration file.
 type Config struct {
 	CDI     CDI       `toml:"cdi"`
 	Sharing []Sharing `toml:"sharing"`
 	MPS     MPSConfig `toml:"mps"`
 	Runtime Runtime   `toml:"runtime"`
+	// Kubernetes holds the device plugin's settings.
+	Kubernetes Kubernetes `toml:"kubernetes"`
 	// Path is the file the configuration was read from, "" for defaults.
 	Path string `toml:"-"`
 }
@@ -43,15 +75,12 @@ type CDI struct {
 	// DevRoot is where /dev and /proc are; empty means the driver root.
 	DevRoot  string   `toml:"dev-root"`
 	SpecDirs []string `toml:"spec-dirs"`
-	// ReplicaNames are the styles of name (inventory.IndexStyle, ...)
+	// ReplicaNames are the styles of name (IndexNames, ...)
 	// each replica of a shared device gets; whole devices get all their
 	// names. Every name costs a runtime time to read at each container
 	// start, so the default is the index-style name alone.
 	ReplicaNames []string `toml:"replica-names"`
 }
-
-// replicaNameStyles are the values [cdi] replica-names takes.
-var replicaNameStyles = []string{inventory.IndexStyle, inventory.UUIDStyle, inventory.GPUMIGStyle}
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
 type Sharing struct {
@@ -62,6 +91,31 @@ type Sharing struct {
 	// zero means the default (100/replicas, device memory/replicas).
 	ActiveThreadPercentage int  `toml:"active-thread-percentage"`
 	PinnedMemoryLimit      Size `toml:"pinned-memory-limit"`
+	// Resource is the Kubernetes resource the replicas are advertised as;
+	// empty means the device's own resource ([kubernetes] decides).
+	Resource string `toml:"resource"`
+	// FailRequestsGreaterThanOne makes the device plugin refuse a pod
+	// that asks for more than one replica of the resource; nil means the
+	// strategy's default (false for time-slicing, true for MPS).
+	FailRequestsGreaterThanOne *bool `toml:"fail-requests-greater-than-one"`
+}
+
+// FailsRequestsGreaterThanOne reports whether a request for more than one
+// replica is refused: the entry's setting, else the strategy's default.
+func (s *Sharing) FailsRequestsGreaterThanOne() bool {
+	if s.FailRequestsGreaterThanOne != nil {
+		return *s.FailRequestsGreaterThanOne
+	}
+	return s.Strategy == MPS
+}
+
+// Kubernetes holds the settings of gpuctk-device-plugin.
+type Kubernetes struct {
+	MIGStrategy        string   `toml:"mig-strategy"`
+	DeviceListStrategy []string `toml:"device-list-strategy"`
+	AllocationPolicy   string   `toml:"allocation-policy"`
+	// RenameShared advertises replicas as <resource>.shared.
+	RenameShared bool `toml:"rename-shared"`
 }
 
 // MPSConfig holds the settings of the MPS control daemons.
@@ -73,6 +127,12 @@ type MPSConfig struct {
 	SetComputeMode *bool `toml:"set-compute-mode"`
 	// StartTimeout is how long to wait for a daemon to answer, e.g. "10s".
 	StartTimeout string `toml:"start-timeout"`
+}
+
+// Timeout returns StartTimeout as a duration (checked when the file is read).
+func (m *MPSConfig) Timeout() time.Duration {
+	d, _ := time.ParseDuration(m.StartTimeout)
+	return d
 }
 
 // Runtime holds the settings of gpuctk-runtime.
@@ -107,7 +167,7 @@ func (c *Config) setDefaults() {
 	}
 	// nil only: an empty list written in the file is an error.
 	if c.CDI.ReplicaNames == nil {
-		c.CDI.ReplicaNames = []string{inventory.IndexStyle}
+		c.CDI.ReplicaNames = []string{IndexNames}
 	}
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {
@@ -127,6 +187,11 @@ func (c *Config) setDefaults() {
 		t := true
 		c.Runtime.AcceptVisibleDevicesEnv = &t
 	}
+	setDefault(&c.Kubernetes.MIGStrategy, MIGNone)
+	if c.Kubernetes.DeviceListStrategy == nil {
+		c.Kubernetes.DeviceListStrategy = []string{ListCDICRI}
+	}
+	setDefault(&c.Kubernetes.AllocationPolicy, Distributed)
 }
 
 func setDefault(s *string, v string) {
@@ -159,7 +224,7 @@ func Parse(data []byte) (*Config, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return nil, inventory.TOMLError(err)
+		return nil, tomlerr.Line(err)
 	}
 	c.setDefaults()
 	if err := c.validate(); err != nil {
@@ -177,7 +242,53 @@ func (c *Config) validate() error {
 			return fmt.Errorf("[[sharing]] entry %d: %w", i+1, err)
 		}
 	}
+	if err := c.MPS.validate(); err != nil {
+		return fmt.Errorf("[mps] %w", err)
+	}
+	if err := c.Kubernetes.validate(); err != nil {
+		return fmt.Errorf("[kubernetes] %w", err)
+	}
 	return nil
+}
+
+func (m *MPSConfig) validate() error {
+	if !filepath.IsAbs(m.StateRoot) {
+		return fmt.Errorf(`"state-root" %q is not an absolute path`, m.StateRoot)
+	}
+	if d, err := time.ParseDuration(m.StartTimeout); err != nil || d <= 0 {
+		return fmt.Errorf(`"start-timeout" %q is not a duration such as "10s"`, m.StartTimeout)
+	}
+	if m.ShmSize < 1<<20 {
+		return fmt.Errorf(`"shm-size" is %d bytes: it must be at least 1MiB`, uint64(m.ShmSize))
+	}
+	return nil
+}
+
+func (k *Kubernetes) validate() error {
+	if err := oneOf("mig-strategy", k.MIGStrategy, MIGNone, MIGSingle, MIGMixed); err != nil {
+		return err
+	}
+	if len(k.DeviceListStrategy) == 0 {
+		return fmt.Errorf(`"device-list-strategy" is empty: list at least one of %q, %q, %q`, ListCDICRI, ListCDIAnnotations, ListEnvvar)
+	}
+	for _, s := range k.DeviceListStrategy {
+		if err := oneOf("device-list-strategy", s, ListCDICRI, ListCDIAnnotations, ListEnvvar); err != nil {
+			return err
+		}
+	}
+	return oneOf("allocation-policy", k.AllocationPolicy, Distributed, Packed)
+}
+
+// oneOf checks that a key's value is one of the values it takes.
+func oneOf(key, v string, values ...string) error {
+	if slices.Contains(values, v) {
+		return nil
+	}
+	quoted := make([]string, len(values))
+	for i, x := range values {
+		quoted[i] = strconv.Quote(x)
+	}
+	return fmt.Errorf("%q value %q is not known: use %s", key, v, strings.Join(quoted, ", "))
 }
 
 func (c *CDI) validate() error {
@@ -186,7 +297,7 @@ func (c *CDI) validate() error {
 		return errors.New(`"replica-names" is empty: list at least one style of name (` + use + ")")
 	}
 	for _, n := range c.ReplicaNames {
-		if !slices.Contains(replicaNameStyles, n) {
+		if !slices.Contains([]string{IndexNames, UUIDNames, GPUMIGNames}, n) {
 			return fmt.Errorf(`"replica-names" value %q is not known: %s`, n, use)
 		}
 	}
@@ -217,6 +328,9 @@ func (s *Sharing) validate() error {
 	}
 	if s.ActiveThreadPercentage < 0 || s.ActiveThreadPercentage > 100 {
 		return fmt.Errorf(`"active-thread-percentage" is %d: it must be from 1 to 100`, s.ActiveThreadPercentage)
+	}
+	if s.Resource != "" && !validResource(s.Resource) {
+		return fmt.Errorf(`"resource" %q is not a Kubernetes extended resource name such as "nvidia.com/gpu-small"`, s.Resource)
 	}
 	return nil
 }
@@ -272,4 +386,54 @@ func ParseSize(str string) (Size, error) {
 		return 0, fmt.Errorf("size %q is not valid: write a whole number with a unit such as 512MiB or 20GiB", str)
 	}
 	return Size(n << shift), nil
+}
+
+// validResource reports whether r is a Kubernetes extended resource name:
+// a DNS subdomain, a slash, and a name of at most 63 letters, digits, '-',
+// '_' or '.', starting and ending with a letter or digit. (No regexp: the
+// runtime reads this package at every container start.)
+func validResource(r string) bool {
+	prefix, name, ok := strings.Cut(r, "/")
+	if !ok || len(prefix) == 0 || len(prefix) > 253 || len(name) == 0 || len(name) > 63 || strings.HasSuffix(prefix, "kubernetes.io") {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	for _, part := range strings.Split(prefix, ".") {
+		if part == "" || !alnum(part[0]) || !alnum(part[len(part)-1]) {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			if !alnum(part[i]) && part[i] != '-' {
+				return false
+			}
+		}
+	}
+	nameChar := func(c byte) bool { return alnum(c) || c >= 'A' && c <= 'Z' }
+	if !nameChar(name[0]) || !nameChar(name[len(name)-1]) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !nameChar(name[i]) && !strings.ContainsRune("-_.", rune(name[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// where names the configuration in errors: "config FILE", or "config"
+// for one built in code.
+func (c *Config) where() string {
+	if c.Path != "" {
+		return "config " + c.Path
+	}
+	return "config"
+}
+
+// DevRootOrDriver returns where /dev and /proc are: dev-root, else the
+// driver root.
+func (c *CDI) DevRootOrDriver() string {
+	if c.DevRoot != "" {
+		return c.DevRoot
+	}
+	return c.DriverRoot
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
 
-	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
 const (
@@ -34,7 +34,7 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 	}
 	var main map[string]any
 	if err := toml.Unmarshal(mainData, &main); err != nil {
-		return nil, fmt.Errorf("containerd config %s: %w", o.Config, inventory.TOMLError(err))
+		return nil, fmt.Errorf("containerd config %s: %w", o.Config, tomlerr.Line(err))
 	}
 	oldDropIn, err := readFile(o.DropIn)
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
 // crio writes a drop-in with the runtime, a copy of the runc runtime of the
@@ -26,7 +26,7 @@ func crio(o Options, uninstall bool) ([]Change, error) {
 	}
 	var main map[string]any
 	if err := toml.Unmarshal(mainData, &main); err != nil {
-		return nil, fmt.Errorf("CRI-O config %s: %w", o.Config, inventory.TOMLError(err))
+		return nil, fmt.Errorf("CRI-O config %s: %w", o.Config, tomlerr.Line(err))
 	}
 	rt := deepCopy(table(main, "crio", "runtime", "runtimes", "runc"))
 	rt["runtime_path"] = o.Path

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 )
 
@@ -10,11 +9,11 @@ import (
 // disabled, or one MIG device. A GPU with MIG enabled is not a Device
 // itself; its MIG devices are.
 type Device struct {
-	GPU *GPU
+	GPU *GPU `json:"gpu"`
 	// MIG is nil for a full GPU.
-	MIG *MIGDevice
+	MIG *MIGDevice `json:"mig,omitempty"`
 	// Ordinal is N in the MIG device's host-wide name mig-N, -1 for a GPU.
-	Ordinal int
+	Ordinal int `json:"ordinal"`
 }
 
 // IsMIG reports whether the device is a MIG device.
@@ -45,36 +44,23 @@ func (d Device) Name() string {
 	return strconv.Itoa(d.GPU.Index)
 }
 
-// Name styles: the kinds of name a device has, as the configuration
-// names them to choose which names replicas get.
-const (
-	IndexStyle  = "index"   // "0", "mig-3"
-	UUIDStyle   = "uuid"    // "GPU-<uuid>", "MIG-<uuid>"
-	GPUMIGStyle = "gpu:mig" // "4:0", MIG devices only
-)
+// GPUMIGName returns a MIG device's "G:M" name (GPU index : MIG index),
+// "" for a full GPU.
+func (d Device) GPUMIGName() string {
+	if d.MIG == nil {
+		return ""
+	}
+	return strconv.Itoa(d.GPU.Index) + ":" + strconv.Itoa(d.MIG.Index)
+}
 
 // Names returns every name of the device, the index-style one first:
 // "0" and "GPU-<uuid>" for a GPU; "mig-N", "G:M" and "MIG-<uuid>" for a MIG
 // device.
 func (d Device) Names() []string {
-	return d.NamesIn([]string{IndexStyle, GPUMIGStyle, UUIDStyle})
-}
-
-// NamesIn returns the device's names of the given styles, in the order
-// Names gives them whatever the order of styles; a style listed twice
-// counts once and an unknown one matches nothing.
-func (d Device) NamesIn(styles []string) []string {
-	out := make([]string, 0, 3)
-	if slices.Contains(styles, IndexStyle) {
-		out = append(out, d.Name())
+	if d.MIG != nil {
+		return []string{d.Name(), d.GPUMIGName(), d.UUID()}
 	}
-	if d.MIG != nil && slices.Contains(styles, GPUMIGStyle) {
-		out = append(out, fmt.Sprintf("%d:%d", d.GPU.Index, d.MIG.Index))
-	}
-	if slices.Contains(styles, UUIDStyle) {
-		out = append(out, d.UUID())
-	}
-	return out
+	return []string{d.Name(), d.UUID()}
 }
 
 // String describes the device for messages: "GPU 0" or "MIG device mig-3 (GPU 4, 1g.5gb)".
@@ -106,8 +92,10 @@ func (h *Host) Devices() []Device {
 
 // Select returns the devices a selector names: an index ("0"), a UUID, a
 // MIG name ("mig-3" or "G:M"), a MIG profile ("1g.10gb": every MIG device
-// of that profile) or "all". A selector naming a GPU in MIG mode is an
-// error that says to select its MIG devices instead.
+// of that profile), "gpus" (every GPU not in MIG mode), "mig" (every MIG
+// device) or "all". A selector naming a GPU in MIG mode is an error that
+// says to select its MIG devices instead; "gpus" and "mig" may match
+// nothing.
 func (h *Host) Select(selector string) ([]Device, error) {
 	devices := h.Devices()
 	if selector == "all" {
@@ -115,6 +103,10 @@ func (h *Host) Select(selector string) ([]Device, error) {
 	}
 	var out []Device
 	for _, d := range devices {
+		if selector == "gpus" && d.MIG == nil || selector == "mig" && d.MIG != nil {
+			out = append(out, d)
+			continue
+		}
 		if d.MIG != nil && d.MIG.Profile == selector {
 			out = append(out, d)
 			continue
@@ -126,7 +118,7 @@ func (h *Host) Select(selector string) ([]Device, error) {
 			}
 		}
 	}
-	if len(out) > 0 {
+	if len(out) > 0 || selector == "gpus" || selector == "mig" {
 		return out, nil
 	}
 	for _, g := range h.GPUs {

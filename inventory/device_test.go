@@ -60,7 +60,7 @@ func TestDevicesAndSelect(t *testing.T) {
 	}
 }
 
-func TestNamesIn(t *testing.T) {
+func TestNames(t *testing.T) {
 	p, err := LoadProfile("dgx-a100")
 	if err != nil {
 		t.Fatal(err)
@@ -68,31 +68,13 @@ func TestNamesIn(t *testing.T) {
 	h, _ := p.Host()
 	devs := h.Devices()
 	gpu, mig := devs[0], devs[4] // GPU 0; mig-0, GPU 4's MIG device 0
-	gpuUUID, migUUID := gpu.GPU.UUID, mig.MIG.UUID
-	for _, tc := range []struct {
-		name   string
-		styles []string
-		gpu    []string
-		mig    []string
-	}{
-		{"index", []string{"index"}, []string{"0"}, []string{"mig-0"}},
-		{"uuid", []string{"uuid"}, []string{gpuUUID}, []string{migUUID}},
-		{"gpu:mig", []string{"gpu:mig"}, []string{}, []string{"4:0"}},
-		{"all three in the usual order", []string{"uuid", "gpu:mig", "index"}, []string{"0", gpuUUID}, []string{"mig-0", "4:0", migUUID}},
-		{"duplicates count once", []string{"uuid", "index", "uuid"}, []string{"0", gpuUUID}, []string{"mig-0", migUUID}},
-		{"unknown style", []string{"serial"}, []string{}, []string{}},
-		{"none", nil, []string{}, []string{}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := gpu.NamesIn(tc.styles); !reflect.DeepEqual(got, tc.gpu) {
-				t.Errorf("GPU 0: %v, want %v", got, tc.gpu)
-			}
-			if got := mig.NamesIn(tc.styles); !reflect.DeepEqual(got, tc.mig) {
-				t.Errorf("mig-0: %v, want %v", got, tc.mig)
-			}
-		})
+	if got := gpu.Names(); !reflect.DeepEqual(got, []string{"0", gpu.GPU.UUID}) {
+		t.Errorf("GPU 0 Names = %v", got)
 	}
-	if got := mig.Names(); !reflect.DeepEqual(got, []string{"mig-0", "4:0", migUUID}) {
-		t.Errorf("Names = %v", got)
+	if got := mig.Names(); !reflect.DeepEqual(got, []string{"mig-0", "4:0", mig.MIG.UUID}) {
+		t.Errorf("mig-0 Names = %v", got)
+	}
+	if gpu.GPUMIGName() != "" || mig.GPUMIGName() != "4:0" {
+		t.Errorf("GPUMIGName = %q, %q", gpu.GPUMIGName(), mig.GPUMIGName())
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
 //go:embed profiles/*.toml
@@ -91,7 +93,7 @@ func ParseProfile(data []byte) (*Profile, error) {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, TOMLError(err)
+		return nil, tomlerr.Line(err)
 	}
 	if p.UVMMajor == 0 {
 		p.UVMMajor = DefaultUVMMajor
@@ -104,28 +106,4 @@ func ParseProfile(data []byte) (*Profile, error) {
 		return nil, err
 	}
 	return &p, nil
-}
-
-// TOMLError rewrites a go-toml decoding error as one line that names the
-// position and, for an unknown key, the key.
-func TOMLError(err error) error {
-	var serr *toml.StrictMissingError
-	if errors.As(err, &serr) && len(serr.Errors) > 0 {
-		e := serr.Errors[0]
-		row, col := e.Position()
-		return fmt.Errorf("line %d column %d: unknown key %q", row, col, strings.Join(e.Key(), "."))
-	}
-	var derr *toml.DecodeError
-	if errors.As(err, &derr) {
-		row, col := derr.Position()
-		msg, rest, _ := strings.Cut(strings.TrimPrefix(derr.Error(), "toml: "), " into struct field")
-		if i := strings.LastIndex(rest, " of type "); i >= 0 {
-			msg += " into " + rest[i+len(" of type "):]
-		}
-		if key := derr.Key(); len(key) > 0 {
-			msg = strings.Join(key, ".") + ": " + msg
-		}
-		return fmt.Errorf("line %d column %d: %s", row, col, msg)
-	}
-	return err
 }

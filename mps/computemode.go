@@ -13,6 +13,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // Compute modes, as NVML numbers them.
@@ -105,11 +107,11 @@ func (m *Manager) modePath(gpuUUID string) string {
 
 // holdComputeMode puts d's GPU in EXCLUSIVE_PROCESS mode, remembering the
 // mode it had unless a daemon on that GPU already holds it.
-func (m *Manager) holdComputeMode(d Device) error {
+func (m *Manager) holdComputeMode(d *offer.Share) error {
 	if m.modes == nil {
 		return nil
 	}
-	gpu := d.ParentUUID
+	gpu := d.GPU.UUID
 	path := m.modePath(gpu)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		prev, err := m.modes.ComputeMode(gpu)
@@ -136,11 +138,11 @@ func (m *Manager) holdComputeMode(d Device) error {
 
 // releaseComputeMode restores the mode of d's GPU once no daemon gpuctk
 // started on that GPU remains (d's own record is gone by now).
-func (m *Manager) releaseComputeMode(d Device) error {
+func (m *Manager) releaseComputeMode(d *offer.Share) error {
 	if m.modes == nil {
 		return nil
 	}
-	gpu := d.ParentUUID
+	gpu := d.GPU.UUID
 	path := m.modePath(gpu)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -154,7 +156,7 @@ func (m *Manager) releaseComputeMode(d Device) error {
 		return err
 	}
 	for _, o := range others {
-		if o.ParentUUID == gpu {
+		if o.GPU.UUID == gpu {
 			return nil
 		}
 	}

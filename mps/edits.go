@@ -2,10 +2,11 @@ package mps
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // ContainerPipeDir is where a client finds its daemon's pipe directory.
@@ -14,21 +15,12 @@ const ContainerPipeDir = "/tmp/nvidia-mps"
 // HookCommand is the gpuctk-hook subcommand that checks a daemon answers.
 const HookCommand = "mps-check"
 
-// PipeDir returns the host folder of a device's control socket.
-func PipeDir(stateRoot, uuid string) string { return filepath.Join(stateRoot, uuid, "pipe") }
-
-// LogDir returns the host folder of a device's daemon logs.
-func LogDir(stateRoot, uuid string) string { return filepath.Join(stateRoot, uuid, "log") }
-
-// ShmDir returns the host mount point of a device's /dev/shm tmpfs.
-func ShmDir(stateRoot, uuid string) string { return filepath.Join(stateRoot, uuid, "shm") }
-
 // ReplicaEdits returns what an MPS replica of d adds to the device's own
 // edits: the client environment, the daemon's pipe directory and /dev/shm,
 // and a createContainer hook that refuses the container when the daemon is
 // not running. Every replica of a device gets the same edits.
-func ReplicaEdits(stateRoot, hookPath string, d Device) specs.ContainerEdits {
-	pipe := PipeDir(stateRoot, d.UUID)
+func ReplicaEdits(hookPath string, d *offer.Share) specs.ContainerEdits {
+	pipe := d.PipeDir()
 	opts := []string{"bind", "rw", "nosuid", "nodev", "noexec"}
 	return specs.ContainerEdits{
 		Env: []string{
@@ -39,12 +31,12 @@ func ReplicaEdits(stateRoot, hookPath string, d Device) specs.ContainerEdits {
 		},
 		Mounts: []*specs.Mount{
 			{HostPath: pipe, ContainerPath: ContainerPipeDir, Type: "bind", Options: opts},
-			{HostPath: ShmDir(stateRoot, d.UUID), ContainerPath: "/dev/shm", Type: "bind", Options: opts},
+			{HostPath: d.ShmDir(), ContainerPath: "/dev/shm", Type: "bind", Options: opts},
 		},
 		Hooks: []*specs.Hook{{
 			HookName: "createContainer",
 			Path:     hookPath,
-			Args:     []string{"gpuctk-hook", HookCommand, "--pipe-dir", pipe, "--uuid", d.UUID},
+			Args:     []string{"gpuctk-hook", HookCommand, "--pipe-dir", pipe, "--uuid", d.UUID()},
 		}},
 	}
 }

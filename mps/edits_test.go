@@ -7,11 +7,15 @@ import (
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 func TestReplicaEdits(t *testing.T) {
-	d := shared(mig1, 4, 0, 0) // 25%, 4864/4 MiB
-	got := ReplicaEdits("/run/gpuctk/mps", "/usr/bin/gpuctk-hook", d)
+	mig := inventory.Device{GPU: &inventory.GPU{Index: 4, UUID: "GPU-g"}, MIG: &inventory.MIGDevice{UUID: "MIG-m"}}
+	d := &offer.Share{Device: mig, Strategy: "mps", Replicas: 4, ThreadPercentage: 25, PinnedMemoryMiB: 1216, Dir: "/run/gpuctk/mps/MIG-m"}
+	got := ReplicaEdits("/usr/bin/gpuctk-hook", d)
 	opts := []string{"bind", "rw", "nosuid", "nodev", "noexec"}
 	want := specs.ContainerEdits{
 		Env: []string{
@@ -35,8 +39,9 @@ func TestReplicaEdits(t *testing.T) {
 		t.Errorf("edits:\n%s\nwant:\n%s", g, w)
 	}
 
-	// Configured limits win over the defaults.
-	got = ReplicaEdits("/s", "/h", shared(a100, 4, 40, 20<<30))
+	// The share's limits are the client's.
+	gpu := inventory.Device{GPU: &inventory.GPU{UUID: "GPU-a"}, Ordinal: -1}
+	got = ReplicaEdits("/h", &offer.Share{Device: gpu, Strategy: "mps", Replicas: 4, ThreadPercentage: 40, PinnedMemoryMiB: 20480, Dir: "/s/GPU-a"})
 	if got.Env[1] != "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40" || got.Env[2] != "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20480M" {
 		t.Errorf("env = %q", got.Env)
 	}

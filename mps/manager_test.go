@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // The integration tests drive a Manager against the test double of
@@ -125,7 +126,7 @@ type record struct {
 
 func readRecord(t *testing.T, stateRoot, uuid string) record {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(LogDir(stateRoot, uuid), "mpsdouble.json"))
+	data, err := os.ReadFile(filepath.Join(stateRoot, uuid, "log", "mpsdouble.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,20 +175,20 @@ func TestManagerLifecycle(t *testing.T) {
 	m, state := newManager(t, root, WithComputeModer(modes))
 	t.Setenv("GPUCTK_MUST_NOT_LEAK", "1")
 
-	devs := dgxDevices(t,
+	devs := dgxDevices(t, state,
 		config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 4, ActiveThreadPercentage: 25, PinnedMemoryLimit: 20 << 30},
 		config.Sharing{Devices: []string{"1"}, Strategy: config.TimeSlicing, Replicas: 4},
 		config.Sharing{Devices: []string{"7:0"}, Strategy: config.MPS, Replicas: 2},
 	)
 	gpu0, mig := devs[0], devs[1]
-	gpu7 := mig.ParentUUID
+	gpu7 := mig.GPU.UUID
 
 	// Start: a daemon per MPS-shared device, nothing for time-slicing.
 	res, err := m.Start(devs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 2 || res[0].Action != "started" || res[1].Action != "started" || res[0].Device.UUID != gpu0.UUID || res[1].Device.UUID != mig.UUID {
+	if len(res) != 2 || res[0].Action != "started" || res[1].Action != "started" || res[0].Device.UUID() != gpu0.UUID() || res[1].Device.UUID() != mig.UUID() {
 		t.Fatalf("start = %+v", res)
 	}
 	if _, err := os.Stat(filepath.Join(state, "GPU-a7542f20-14de-9809-577c-4528b760814b")); !errors.Is(err, os.ErrNotExist) {
@@ -198,12 +199,12 @@ func TestManagerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		d       Device
+		d       *offer.Share
 		r       Result
 		percent float64
 		limit   string
 	}{{gpu0, res[0], 25, "20480M"}, {mig, res[1], 50, "9984M"}} {
-		rec := readRecord(t, state, tc.d.UUID)
+		rec := readRecord(t, state, tc.d.UUID())
 		if rec.PID != tc.r.PID || !alive(rec.PID) {
 			t.Errorf("%s: result pid %d, daemon pid %d", tc.d, tc.r.PID, rec.PID)
 		}
@@ -214,16 +215,16 @@ func TestManagerLifecycle(t *testing.T) {
 		// An environment built from scratch, naming the device.
 		wantEnv := []string{
 			"PATH=" + strings.Join([]string{root + "/usr/bin", root + "/usr/sbin", root + "/bin", root + "/sbin", root + "/usr/local/bin", root + "/usr/local/nvidia/bin"}, ":") + ":/usr/sbin:/usr/bin:/sbin:/bin",
-			"CUDA_MPS_PIPE_DIRECTORY=" + PipeDir(state, tc.d.UUID),
-			"CUDA_MPS_LOG_DIRECTORY=" + LogDir(state, tc.d.UUID),
-			"CUDA_VISIBLE_DEVICES=" + tc.d.UUID,
+			"CUDA_MPS_PIPE_DIRECTORY=" + tc.d.PipeDir(),
+			"CUDA_MPS_LOG_DIRECTORY=" + tc.d.LogDir(),
+			"CUDA_VISIBLE_DEVICES=" + tc.d.UUID(),
 			"PWD=/", // os/exec's, for the working folder
 		}
-		if !slices.Equal(rec.Env, wantEnv) || rec.CUDAVisibleDevices != tc.d.UUID {
+		if !slices.Equal(rec.Env, wantEnv) || rec.CUDAVisibleDevices != tc.d.UUID() {
 			t.Errorf("%s: daemon env\n%q\nwant\n%q", tc.d, rec.Env, wantEnv)
 		}
 		// Its /dev/shm is the device's tmpfs, not the host's.
-		shm := ShmDir(state, tc.d.UUID)
+		shm := tc.d.ShmDir()
 		var st syscall.Stat_t
 		var fs syscall.Statfs_t
 		if err := syscall.Stat(shm, &st); err != nil {
@@ -238,14 +239,14 @@ func TestManagerLifecycle(t *testing.T) {
 		if rec.ShmDev != st.Dev || rec.ShmDev == hostShm.Dev {
 			t.Errorf("%s: daemon /dev/shm is device %d, want the tmpfs's %d (the host's is %d)", tc.d, rec.ShmDev, st.Dev, hostShm.Dev)
 		}
-		if data, err := os.ReadFile(filepath.Join(shm, "mpsdouble")); err != nil || strings.TrimSpace(string(data)) != tc.d.UUID {
+		if data, err := os.ReadFile(filepath.Join(shm, "mpsdouble")); err != nil || strings.TrimSpace(string(data)) != tc.d.UUID() {
 			t.Errorf("%s: marker in the tmpfs: %q, %v", tc.d, data, err)
 		}
-		if log, err := os.ReadFile(filepath.Join(LogDir(state, tc.d.UUID), "control.log")); err != nil || !strings.Contains(string(log), "Startup, CUDA_VISIBLE_DEVICES="+tc.d.UUID) {
+		if log, err := os.ReadFile(filepath.Join(tc.d.LogDir(), "control.log")); err != nil || !strings.Contains(string(log), "Startup, CUDA_VISIBLE_DEVICES="+tc.d.UUID()) {
 			t.Errorf("%s: control.log: %q, %v", tc.d, log, err)
 		}
 		// The socket answers, as the hook checks it.
-		c, err := net.Dial("unix", filepath.Join(PipeDir(state, tc.d.UUID), "control"))
+		c, err := net.Dial("unix", filepath.Join(tc.d.PipeDir(), "control"))
 		if err != nil {
 			t.Errorf("%s: control socket: %v", tc.d, err)
 		} else {
@@ -256,10 +257,10 @@ func TestManagerLifecycle(t *testing.T) {
 		t.Error("a daemon wrote to the host's /dev/shm")
 	}
 	// Both GPUs are in EXCLUSIVE_PROCESS; their old mode is kept.
-	if modes.mode(gpu0.UUID) != ComputeModeExclusiveProcess || modes.mode(gpu7) != ComputeModeExclusiveProcess {
+	if modes.mode(gpu0.UUID()) != ComputeModeExclusiveProcess || modes.mode(gpu7) != ComputeModeExclusiveProcess {
 		t.Errorf("compute modes after start: %v", modes.calls)
 	}
-	for _, gpu := range []string{gpu0.UUID, gpu7} {
+	for _, gpu := range []string{gpu0.UUID(), gpu7} {
 		if data, err := os.ReadFile(filepath.Join(state, "compute-mode", gpu)); err != nil || string(data) != "0\n" {
 			t.Errorf("saved compute mode of %s: %q, %v", gpu, data, err)
 		}
@@ -271,12 +272,12 @@ func TestManagerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(st) != 2 || !st[0].Answering || !st[1].Answering || st[0].PID != res[0].PID || st[1].PID != res[1].PID ||
-		!st[0].ShmMounted || !st[0].Configured || st[0].PipeDir != PipeDir(state, gpu0.UUID) {
+		!st[0].ShmMounted || !st[0].Configured || st[0].PipeDir != gpu0.PipeDir() {
 		t.Errorf("status = %+v", st)
 	}
 
 	// A second start leaves the running daemons alone.
-	before := readRecord(t, state, gpu0.UUID)
+	before := readRecord(t, state, gpu0.UUID())
 	calls := len(modes.calls)
 	res2, err := m.Start(devs)
 	if err != nil {
@@ -285,7 +286,7 @@ func TestManagerLifecycle(t *testing.T) {
 	if len(res2) != 2 || res2[0].Action != "already running" || res2[0].PID != res[0].PID || res2[1].PID != res[1].PID {
 		t.Errorf("second start = %+v", res2)
 	}
-	after := readRecord(t, state, gpu0.UUID)
+	after := readRecord(t, state, gpu0.UUID())
 	if countPrefix(after.Commands, "set_") != countPrefix(before.Commands, "set_") || len(modes.calls) != calls {
 		t.Errorf("second start changed the daemon: commands %q -> %q, compute mode calls %v", before.Commands, after.Commands, modes.calls[calls:])
 	}
@@ -298,24 +299,24 @@ func TestManagerLifecycle(t *testing.T) {
 	if len(res3) != 2 || res3[0].Action != "stopped" || res3[1].Action != "stopped" {
 		t.Errorf("stop = %+v", res3)
 	}
-	for i, d := range []Device{gpu0, mig} {
+	for i, d := range []*offer.Share{gpu0, mig} {
 		if alive(res[i].PID) {
 			t.Errorf("%s: daemon %d still runs", d, res[i].PID)
 		}
-		if rec := readRecord(t, state, d.UUID); rec.Commands[len(rec.Commands)-1] != "quit" {
+		if rec := readRecord(t, state, d.UUID()); rec.Commands[len(rec.Commands)-1] != "quit" {
 			t.Errorf("%s: last command %q, want quit", d, rec.Commands[len(rec.Commands)-1])
 		}
-		if isMountPoint(ShmDir(state, d.UUID)) {
+		if isMountPoint(d.ShmDir()) {
 			t.Errorf("%s: tmpfs still mounted", d)
 		}
-		if entries, _ := os.ReadDir(PipeDir(state, d.UUID)); len(entries) != 0 {
+		if entries, _ := os.ReadDir(d.PipeDir()); len(entries) != 0 {
 			t.Errorf("%s: pipe dir still holds %v", d, entries)
 		}
-		if _, err := os.Stat(filepath.Join(state, d.UUID, "device.json")); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(state, d.UUID(), "device.json")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s: record left: %v", d, err)
 		}
 	}
-	if modes.mode(gpu0.UUID) != ComputeModeDefault || modes.mode(gpu7) != ComputeModeDefault {
+	if modes.mode(gpu0.UUID()) != ComputeModeDefault || modes.mode(gpu7) != ComputeModeDefault {
 		t.Errorf("compute modes after stop: %v", modes.calls)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(state, "compute-mode")); len(entries) != 0 {
@@ -335,7 +336,7 @@ func TestManagerLifecycle(t *testing.T) {
 
 func TestManagerDeadDaemon(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
 	res, err := m.Start(devs)
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +348,7 @@ func TestManagerDeadDaemon(t *testing.T) {
 	for i := 0; alive(res[0].PID) && i < 100; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := os.Stat(filepath.Join(PipeDir(state, devs[0].UUID), "control")); err != nil {
+	if _, err := os.Stat(filepath.Join(devs[0].PipeDir(), "control")); err != nil {
 		t.Fatalf("the killed daemon's socket is gone: %v", err)
 	}
 	st, err := m.Status(devs)
@@ -365,15 +366,15 @@ func TestManagerDeadDaemon(t *testing.T) {
 }
 
 func TestManagerLeftover(t *testing.T) {
-	m, _ := newManager(t, driverRootWith(t, ""))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"mig-0"}, Strategy: config.MPS, Replicas: 2})
+	m, state := newManager(t, driverRootWith(t, ""))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"mig-0"}, Strategy: config.MPS, Replicas: 2})
 	res, err := m.Start(devs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The configuration no longer shares it: status and stop still see it.
 	st, err := m.Status(nil)
-	if err != nil || len(st) != 1 || st[0].Configured || !st[0].Answering || st[0].Device.UUID != devs[0].UUID {
+	if err != nil || len(st) != 1 || st[0].Configured || !st[0].Answering || st[0].Device.UUID() != devs[0].UUID() {
 		t.Fatalf("status = %+v, %v", st, err)
 	}
 	res2, err := m.Stop(nil)
@@ -390,11 +391,11 @@ func TestManagerNeverAnswers(t *testing.T) {
 	root := driverRootWith(t, "#!/bin/sh\n[ \"$1\" = -d ] && exit 0\necho 'Cannot find MPS control daemon process' >&2\nexit 1\n")
 	modes := newFakeModes()
 	m, state := newManager(t, root, WithComputeModer(modes), WithTimeout(500*time.Millisecond))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
 	start := time.Now()
 	_, err := m.Start(devs)
 	want := "MPS device GPU 3 (GPU-62dcf677-cc5f-d6b0-7fe5-3a9f7a23bd87): its daemon did not answer get_default_active_thread_percentage within 500ms: see " +
-		filepath.Join(LogDir(state, devs[0].UUID), "control.log")
+		filepath.Join(devs[0].LogDir(), "control.log")
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}
@@ -402,13 +403,13 @@ func TestManagerNeverAnswers(t *testing.T) {
 		t.Errorf("start took %s", d)
 	}
 	// Nothing is left half-done.
-	if isMountPoint(ShmDir(state, devs[0].UUID)) {
+	if isMountPoint(devs[0].ShmDir()) {
 		t.Error("tmpfs left mounted")
 	}
-	if modes.mode(devs[0].UUID) != ComputeModeDefault || len(modes.calls) != 3 {
+	if modes.mode(devs[0].UUID()) != ComputeModeDefault || len(modes.calls) != 3 {
 		t.Errorf("compute mode calls %v, want get, set EXCLUSIVE_PROCESS, set DEFAULT", modes.calls)
 	}
-	if _, err := os.Stat(filepath.Join(state, devs[0].UUID, "device.json")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(state, devs[0].UUID(), "device.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("record left: %v", err)
 	}
 }
@@ -416,45 +417,14 @@ func TestManagerNeverAnswers(t *testing.T) {
 func TestManagerDaemonFails(t *testing.T) {
 	root := driverRootWith(t, "#!/bin/sh\necho 'cannot open /dev/nvidiactl' >&2\nexit 3\n")
 	m, state := newManager(t, root)
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
 	_, err := m.Start(devs)
 	want := "MPS device GPU 0 (GPU-13fe3248-4da8-65f8-e972-3f15eef51793): " + filepath.Join(root, "usr/bin", controlName) + " -d: exit status 3: cannot open /dev/nvidiactl"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
 	}
-	if isMountPoint(ShmDir(state, devs[0].UUID)) {
+	if isMountPoint(devs[0].ShmDir()) {
 		t.Error("tmpfs left mounted")
-	}
-}
-
-func TestManagerValidatesFirst(t *testing.T) {
-	modes := newFakeModes()
-	m, state := newManager(t, driverRootWith(t, ""), WithComputeModer(modes))
-	devs := dgxDevices(t,
-		config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2},
-		config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 64},
-	)
-	_, err := m.Start(devs)
-	if err == nil || err.Error() != "MPS device GPU 1 (GPU-a7542f20-14de-9809-577c-4528b760814b): replicas is 64: at most 48 (the most clients an MPS server takes)" {
-		t.Fatalf("err = %v", err)
-	}
-	// GPU 0 is valid but nothing started.
-	if entries, _ := os.ReadDir(state); len(entries) != 0 || len(modes.calls) != 0 {
-		t.Errorf("state %v, compute mode calls %v", entries, modes.calls)
-	}
-	m2 := New(WithDriverRoot(driverRootWith(t, "")), WithStateRoot(state), WithShmSize(1000))
-	if _, err := m2.Start(devs[:1]); err == nil || err.Error() != "[mps] shm-size is 1000 bytes: it must be at least 1MiB" {
-		t.Fatalf("err = %v", err)
-	}
-	// A state root so long that the control socket's path would not fit.
-	long := filepath.Join(state, strings.Repeat("x", 60))
-	m3 := New(WithDriverRoot(driverRootWith(t, "")), WithStateRoot(long), WithShmSize(64<<20))
-	_, err = m3.Start(devs[:1])
-	if err == nil || !strings.Contains(err.Error(), "over the 107 a unix socket allows: choose a shorter [mps] state-root") || strings.Contains(err.Error(), "\n") {
-		t.Fatalf("err = %v", err)
-	}
-	if _, serr := os.Stat(long); serr == nil {
-		t.Error("the long state root was created")
 	}
 }
 
@@ -462,15 +432,15 @@ func TestComputeModeSharedGPU(t *testing.T) {
 	modes := newFakeModes()
 	state := t.TempDir()
 	m := New(WithStateRoot(state), WithComputeModer(modes))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"4:0", "4:1"}, Strategy: config.MPS, Replicas: 2},
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"4:0", "4:1"}, Strategy: config.MPS, Replicas: 2},
 		config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
-	gpu4 := devs[1].ParentUUID
+	gpu4 := devs[1].GPU.UUID
 	modes.modes[gpu4] = 2 // PROHIBITED, to see it restored
-	modes.modes[devs[0].UUID] = ComputeModeExclusiveProcess
-	writeRecord := func(d Device) {
-		os.MkdirAll(filepath.Join(state, d.UUID), 0o755)
+	modes.modes[devs[0].UUID()] = ComputeModeExclusiveProcess
+	writeRecord := func(d *offer.Share) {
+		os.MkdirAll(filepath.Join(state, d.UUID()), 0o755)
 		data, _ := json.Marshal(d)
-		os.WriteFile(m.recordPath(d.UUID), data, 0o644)
+		os.WriteFile(m.recordPath(d.UUID()), data, 0o644)
 	}
 	for _, d := range devs {
 		if err := m.holdComputeMode(d); err != nil {
@@ -482,14 +452,14 @@ func TestComputeModeSharedGPU(t *testing.T) {
 		t.Fatalf("GPU 4 mode %d", modes.mode(gpu4))
 	}
 	// The first MIG device stops: GPU 4 still serves the second.
-	os.Remove(m.recordPath(devs[1].UUID))
+	os.Remove(m.recordPath(devs[1].UUID()))
 	if err := m.releaseComputeMode(devs[1]); err != nil {
 		t.Fatal(err)
 	}
 	if modes.mode(gpu4) != ComputeModeExclusiveProcess {
 		t.Fatalf("GPU 4 restored while a daemon runs on it")
 	}
-	os.Remove(m.recordPath(devs[2].UUID))
+	os.Remove(m.recordPath(devs[2].UUID()))
 	if err := m.releaseComputeMode(devs[2]); err != nil {
 		t.Fatal(err)
 	}
@@ -497,12 +467,12 @@ func TestComputeModeSharedGPU(t *testing.T) {
 		t.Fatalf("GPU 4 mode %d after its last daemon, want 2 (PROHIBITED)", modes.mode(gpu4))
 	}
 	// GPU 0 was EXCLUSIVE_PROCESS before: nothing saved, nothing restored.
-	os.Remove(m.recordPath(devs[0].UUID))
+	os.Remove(m.recordPath(devs[0].UUID()))
 	if err := m.releaseComputeMode(devs[0]); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"get " + devs[0].UUID,
+		"get " + devs[0].UUID(),
 		"get " + gpu4,
 		"set " + gpu4 + " EXCLUSIVE_PROCESS",
 		"set " + gpu4 + " EXCLUSIVE_PROCESS",
@@ -515,12 +485,12 @@ func TestComputeModeSharedGPU(t *testing.T) {
 
 func TestManagerKillsHungDaemon(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
 	res, err := m.Start(devs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(LogDir(state, devs[0].UUID), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res2, err := m.Stop(devs)
@@ -530,7 +500,7 @@ func TestManagerKillsHungDaemon(t *testing.T) {
 	if len(res2) != 1 || res2[0].Action != "killed" || res2[0].PID != res[0].PID || alive(res[0].PID) {
 		t.Fatalf("stop = %+v (daemon alive: %v)", res2, alive(res[0].PID))
 	}
-	if isMountPoint(ShmDir(state, devs[0].UUID)) {
+	if isMountPoint(devs[0].ShmDir()) {
 		t.Error("tmpfs left mounted")
 	}
 }

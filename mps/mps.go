@@ -25,6 +25,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // Manager starts, stops and reports the MPS control daemons of a host.
@@ -68,7 +69,7 @@ func New(opts ...Option) *Manager {
 
 // Result says what Start or Stop did to one device's daemon.
 type Result struct {
-	Device Device `json:"device"`
+	Device *offer.Share `json:"device"`
 	// Action is "started", "already running", "stopped", "killed" (it did
 	// not quit in time) or "not running".
 	Action string `json:"action"`
@@ -77,9 +78,9 @@ type Result struct {
 
 // Status is the state of one device's daemon.
 type Status struct {
-	Device  Device `json:"device"`
-	PID     int    `json:"pid,omitempty"`
-	PipeDir string `json:"pipeDir"`
+	Device  *offer.Share `json:"device"`
+	PID     int          `json:"pid,omitempty"`
+	PipeDir string       `json:"pipeDir"`
 	// Answering is true when the daemon answers on its control socket.
 	Answering  bool `json:"answering"`
 	ShmMounted bool `json:"shmMounted"`
@@ -88,30 +89,19 @@ type Status struct {
 	Configured bool `json:"configured"`
 }
 
-// maxSocketPath is the longest path a unix socket address holds
-// (sun_path is 108 bytes with its terminating NUL).
-const maxSocketPath = 107
-
-// Start validates every MPS-shared device in devs, then starts a daemon
-// for each that has none. A device whose daemon already answers is left
-// alone. A device that fails to start is left as it was found: no daemon,
-// no mount, its compute mode restored.
-func (m *Manager) Start(devs []Device) ([]Result, error) {
+// Start starts a daemon for each MPS-shared device in devs that has none;
+// devs come from offer.Resolve, which checked them against the rules of
+// MPS. A device whose daemon already answers is left alone. A device that
+// fails to start is left as it was found: no daemon, no mount, its compute
+// mode restored.
+func (m *Manager) Start(devs []*offer.Share) ([]Result, error) {
 	devs = mpsOnly(devs)
 	if len(devs) == 0 {
 		return nil, nil
 	}
-	if err := Validate(devs, m.driverRoot); err != nil {
-		return nil, err
-	}
-	if m.shmSize < 1<<20 {
-		return nil, fmt.Errorf("[mps] shm-size is %d bytes: it must be at least 1MiB", uint64(m.shmSize))
-	}
-	// The daemon listens on <pipe>/control, and a unix socket's path is at
-	// most 107 bytes: past that the daemon exits without a word.
 	for _, d := range devs {
-		if sock := filepath.Join(PipeDir(m.stateRoot, d.UUID), "control"); len(sock) > maxSocketPath {
-			return nil, fmt.Errorf("MPS device %s: its control socket %s is %d bytes long, over the %d a unix socket allows: choose a shorter [mps] state-root", d, sock, len(sock), maxSocketPath)
+		if want := filepath.Join(m.stateRoot, d.UUID()); d.Dir != want {
+			return nil, fmt.Errorf("MPS device %s: its folder is %s, not %s: resolve the devices with the state root the manager uses", d, d.Dir, want)
 		}
 	}
 	ctl, err := FindControl(m.driverRoot)
@@ -137,7 +127,7 @@ func (m *Manager) Start(devs []Device) ([]Result, error) {
 // Stop stops the daemons of the MPS-shared devices in devs and of every
 // other device gpuctk started a daemon for, unmounts their tmpfs and
 // restores compute modes. Stopping a device with no daemon is not an error.
-func (m *Manager) Stop(devs []Device) ([]Result, error) {
+func (m *Manager) Stop(devs []*offer.Share) ([]Result, error) {
 	unlock, err := m.lock()
 	if err != nil {
 		return nil, err
@@ -164,7 +154,7 @@ func (m *Manager) Stop(devs []Device) ([]Result, error) {
 
 // Status reports the daemons of the MPS-shared devices in devs and of any
 // other device gpuctk started a daemon for.
-func (m *Manager) Status(devs []Device) ([]Status, error) {
+func (m *Manager) Status(devs []*offer.Share) ([]Status, error) {
 	all, err := m.withStarted(mpsOnly(devs))
 	if err != nil {
 		return nil, err
@@ -181,8 +171,8 @@ func (m *Manager) Status(devs []Device) ([]Status, error) {
 	return all, nil
 }
 
-func mpsOnly(devs []Device) []Device {
-	var out []Device
+func mpsOnly(devs []*offer.Share) []*offer.Share {
+	var out []*offer.Share
 	for _, d := range devs {
 		if d.IsMPS() {
 			out = append(out, d)
@@ -193,25 +183,25 @@ func mpsOnly(devs []Device) []Device {
 
 // withStarted returns devs plus the devices the state root has a daemon
 // record for, as Statuses with Device, PipeDir and Configured set.
-func (m *Manager) withStarted(devs []Device) ([]Status, error) {
+func (m *Manager) withStarted(devs []*offer.Share) ([]Status, error) {
 	var out []Status
 	for _, d := range devs {
-		out = append(out, Status{Device: d, PipeDir: PipeDir(m.stateRoot, d.UUID), Configured: true})
+		out = append(out, Status{Device: d, PipeDir: d.PipeDir(), Configured: true})
 	}
 	started, err := m.started()
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range started {
-		if !slices.ContainsFunc(devs, func(c Device) bool { return c.UUID == d.UUID }) {
-			out = append(out, Status{Device: d, PipeDir: PipeDir(m.stateRoot, d.UUID)})
+		if !slices.ContainsFunc(devs, func(c *offer.Share) bool { return c.UUID() == d.UUID() }) {
+			out = append(out, Status{Device: d, PipeDir: d.PipeDir()})
 		}
 	}
 	return out, nil
 }
 
 // started returns the devices with a record in the state root.
-func (m *Manager) started() ([]Device, error) {
+func (m *Manager) started() ([]*offer.Share, error) {
 	entries, err := os.ReadDir(m.stateRoot)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -219,7 +209,7 @@ func (m *Manager) started() ([]Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("MPS state: %w", err)
 	}
-	var out []Device
+	var out []*offer.Share
 	for _, e := range entries {
 		data, err := os.ReadFile(m.recordPath(e.Name()))
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
@@ -228,14 +218,14 @@ func (m *Manager) started() ([]Device, error) {
 		if err != nil {
 			return nil, fmt.Errorf("MPS state: %w", err)
 		}
-		var d Device
+		var d *offer.Share
 		if err := json.Unmarshal(data, &d); err != nil {
 			return nil, fmt.Errorf("MPS state %s: %w", m.recordPath(e.Name()), err)
 		}
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b Device) int {
-		return cmp.Or(cmp.Compare(a.GPUIndex, b.GPUIndex), cmp.Compare(a.MIGIndex, b.MIGIndex))
+	slices.SortFunc(out, func(a, b *offer.Share) int {
+		return cmp.Or(cmp.Compare(a.GPU.Index, b.GPU.Index), cmp.Compare(a.Ordinal, b.Ordinal))
 	})
 	return out, nil
 }
@@ -259,10 +249,10 @@ func (m *Manager) lock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-func (m *Manager) start(ctl string, d Device) (Result, error) {
+func (m *Manager) start(ctl string, d *offer.Share) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
-	pipe, logDir, shm := PipeDir(m.stateRoot, d.UUID), LogDir(m.stateRoot, d.UUID), ShmDir(m.stateRoot, d.UUID)
+	pipe, logDir, shm := d.PipeDir(), d.LogDir(), d.ShmDir()
 	for _, dir := range []string{pipe, logDir, shm} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return Result{}, err
@@ -293,8 +283,8 @@ func (m *Manager) start(ctl string, d Device) (Result, error) {
 
 // launch mounts the tmpfs, sets the compute mode, records the device and
 // runs the daemon.
-func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
-	shm := ShmDir(m.stateRoot, d.UUID)
+func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error {
+	shm := d.ShmDir()
 	if !m.shmMounted(d) {
 		opts := fmt.Sprintf("size=%d,mode=1777", uint64(m.shmSize))
 		if err := syscall.Mount("gpuctk-mps", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, opts); err != nil {
@@ -304,12 +294,12 @@ func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
 	if err := m.holdComputeMode(d); err != nil {
 		return err
 	}
-	if err := m.writeRecord(daemonRecord{Device: d}); err != nil {
+	if err := m.writeRecord(daemonRecord{Share: *d}); err != nil {
 		return err
 	}
 	// The daemon forks and its parent exits; its output goes to a file
 	// rather than a pipe the daemon could hold open forever.
-	outPath := filepath.Join(LogDir(m.stateRoot, d.UUID), "gpuctk-start.out")
+	outPath := filepath.Join(d.LogDir(), "gpuctk-start.out")
 	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -323,7 +313,7 @@ func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
 	ns, err := inShmNamespace(shm, cmd.Run)
 	if ns != 0 {
 		// The daemon's namespace: only a process in it can be the daemon.
-		if werr := m.writeRecord(daemonRecord{Device: d, MountNS: ns}); werr != nil {
+		if werr := m.writeRecord(daemonRecord{Share: *d, MountNS: ns}); werr != nil {
 			return werr
 		}
 	}
@@ -338,12 +328,12 @@ func (m *Manager) launch(ctx context.Context, ctl string, d Device) error {
 }
 
 // configure waits until the daemon answers and sets its defaults.
-func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, error) {
+func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (int, error) {
 	for delay := 20 * time.Millisecond; !m.answers(ctx, ctl, d); delay = min(2*delay, 200*time.Millisecond) {
 		select {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("its daemon did not answer get_default_active_thread_percentage within %s: see %s",
-				m.timeout, filepath.Join(LogDir(m.stateRoot, d.UUID), "control.log"))
+				m.timeout, filepath.Join(d.LogDir(), "control.log"))
 		case <-time.After(delay):
 		}
 	}
@@ -364,10 +354,10 @@ func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, err
 		return 0, fmt.Errorf("its daemon reports an active thread percentage of %q after it was set to %d", got, p)
 	}
 	// Keep the daemon's pid where no container can change it.
-	rec, _ := m.readRecord(d.UUID)
+	rec, _ := m.readRecord(d.UUID())
 	pid := m.pid(d)
 	if pid > 0 && rec.MountNS != 0 {
-		rec.Device, rec.PID = d, pid
+		rec.Share, rec.PID = *d, pid
 		if err := m.writeRecord(rec); err != nil {
 			return 0, err
 		}
@@ -375,7 +365,7 @@ func (m *Manager) configure(ctx context.Context, ctl string, d Device) (int, err
 	return pid, nil
 }
 
-func (m *Manager) stop(ctl string, d Device) (Result, error) {
+func (m *Manager) stop(ctl string, d *offer.Share) (Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
 	defer cancel()
 	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
@@ -399,16 +389,16 @@ func (m *Manager) stop(ctl string, d Device) (Result, error) {
 		time.Sleep(delay)
 	}
 	if m.shmMounted(d) {
-		shm := ShmDir(m.stateRoot, d.UUID)
+		shm := d.ShmDir()
 		// Lazily: a process that still has it open keeps its copy.
 		if err := syscall.Unmount(shm, syscall.MNT_DETACH); err != nil {
 			return r, fmt.Errorf("unmount %s: %w", shm, err)
 		}
 	}
-	if err := clearDir(PipeDir(m.stateRoot, d.UUID)); err != nil {
+	if err := clearDir(d.PipeDir()); err != nil {
 		return r, err
 	}
-	if err := os.Remove(m.recordPath(d.UUID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(m.recordPath(d.UUID())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return r, fmt.Errorf("MPS state: %w", err)
 	}
 	return r, m.releaseComputeMode(d)
@@ -416,7 +406,7 @@ func (m *Manager) stop(ctl string, d Device) (Result, error) {
 
 // env builds the daemon's or a client's environment from scratch: nothing
 // of gpuctk's own environment reaches the daemon.
-func (m *Manager) env(d Device, daemon bool) []string {
+func (m *Manager) env(d *offer.Share, daemon bool) []string {
 	var path []string
 	if m.driverRoot != "/" {
 		for _, dir := range driver.BinDirs {
@@ -426,12 +416,12 @@ func (m *Manager) env(d Device, daemon bool) []string {
 	path = append(path, "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 	env := []string{
 		"PATH=" + strings.Join(path, ":"),
-		"CUDA_MPS_PIPE_DIRECTORY=" + PipeDir(m.stateRoot, d.UUID),
-		"CUDA_MPS_LOG_DIRECTORY=" + LogDir(m.stateRoot, d.UUID),
+		"CUDA_MPS_PIPE_DIRECTORY=" + d.PipeDir(),
+		"CUDA_MPS_LOG_DIRECTORY=" + d.LogDir(),
 	}
 	if daemon {
 		// The device is ordinal 0 inside the daemon and its server.
-		env = append(env, "CUDA_VISIBLE_DEVICES="+d.UUID)
+		env = append(env, "CUDA_VISIBLE_DEVICES="+d.UUID())
 	}
 	if m.driverRoot != "/" {
 		var libs []string
@@ -449,7 +439,7 @@ func (m *Manager) env(d Device, daemon bool) []string {
 
 // control sends one command to a device's daemon through the control
 // binary's client mode and returns the answer.
-func (m *Manager) control(ctx context.Context, ctl string, d Device, command string) (string, error) {
+func (m *Manager) control(ctx context.Context, ctl string, d *offer.Share, command string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ctl)
@@ -469,8 +459,8 @@ func (m *Manager) control(ctx context.Context, ctl string, d Device, command str
 }
 
 // answers reports whether the device's daemon answers a query.
-func (m *Manager) answers(ctx context.Context, ctl string, d Device) bool {
-	if _, err := os.Stat(filepath.Join(PipeDir(m.stateRoot, d.UUID), "control")); err != nil {
+func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool {
+	if _, err := os.Stat(filepath.Join(d.PipeDir(), "control")); err != nil {
 		return false
 	}
 	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
@@ -485,7 +475,7 @@ func (m *Manager) answers(ctx context.Context, ctl string, d Device) bool {
 // a daemon for it: the device and, once known, the daemon's pid and mount
 // namespace. It lives outside the pipe folder, where no container writes.
 type daemonRecord struct {
-	Device
+	offer.Share
 	PID int `json:"daemonPID,omitempty"`
 	// MountNS is the inode number of the mount namespace gpuctk made for
 	// the daemon (see inShmNamespace).
@@ -497,7 +487,7 @@ func (m *Manager) writeRecord(r daemonRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(m.recordPath(r.UUID), append(data, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(m.recordPath(r.UUID()), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("MPS state: %w", err)
 	}
 	return nil
@@ -520,9 +510,9 @@ const pidFile = "nvidia-cuda-mps-control.pid"
 // The pipe folder is bind-mounted read-write into every replica container,
 // so its pid file is read only when the state root has no pid, and no pid
 // is trusted unless that process is the device's daemon (see isDaemon).
-func (m *Manager) pid(d Device) int {
-	rec, _ := m.readRecord(d.UUID)
-	pipe := PipeDir(m.stateRoot, d.UUID)
+func (m *Manager) pid(d *offer.Share) int {
+	rec, _ := m.readRecord(d.UUID())
+	pipe := d.PipeDir()
 	if rec.PID > 0 {
 		if isDaemon(rec.PID, pipe, rec.MountNS) {
 			return rec.PID
@@ -544,7 +534,7 @@ func (m *Manager) pid(d Device) int {
 
 // kill sends SIGKILL to pid if it still is the device's daemon. The pidfd
 // keeps the pid from being reused between the check and the signal.
-func (m *Manager) kill(d Device, pid int) error {
+func (m *Manager) kill(d *offer.Share, pid int) error {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if errors.Is(err, unix.ESRCH) {
 		return nil
@@ -553,8 +543,8 @@ func (m *Manager) kill(d Device, pid int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	rec, _ := m.readRecord(d.UUID)
-	if !isDaemon(pid, PipeDir(m.stateRoot, d.UUID), rec.MountNS) {
+	rec, _ := m.readRecord(d.UUID())
+	if !isDaemon(pid, d.PipeDir(), rec.MountNS) {
 		return nil
 	}
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
@@ -639,8 +629,8 @@ func isControl(pid int, pipe string) bool {
 }
 
 // shmMounted reports whether the device's tmpfs is mounted.
-func (m *Manager) shmMounted(d Device) bool {
-	return isMountPoint(ShmDir(m.stateRoot, d.UUID))
+func (m *Manager) shmMounted(d *offer.Share) bool {
+	return isMountPoint(d.ShmDir())
 }
 
 // isMountPoint reports whether path is a mount point in gpuctk's mount

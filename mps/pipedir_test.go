@@ -82,8 +82,8 @@ func TestPIDFileNotRegular(t *testing.T) {
 	} {
 		t.Run(plant.name, func(t *testing.T) {
 			m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
-			devs := dgxDevices(t, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
-			pipe := PipeDir(state, devs[0].UUID)
+			devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+			pipe := devs[0].PipeDir()
 			fifo := filepath.Join(pipe, pidFile)
 
 			// No daemon: status and stop see none, and do not block.
@@ -167,8 +167,8 @@ func impostor(t *testing.T, pipe string, container bool) int {
 
 func TestManagerPipeDirImpostor(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
-	devs := dgxDevices(t, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
-	pipe := PipeDir(state, devs[0].UUID)
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	pipe := devs[0].PipeDir()
 	os.MkdirAll(pipe, 0o755)
 
 	// No daemon: a container's process named in the pid file is neither
@@ -206,7 +206,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 		}
 	}
 	// The daemon ignores quit: stop kills it, and it alone.
-	if err := os.WriteFile(filepath.Join(LogDir(state, devs[0].UUID), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	res2, err := m.Stop(devs)

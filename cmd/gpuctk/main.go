@@ -6,11 +6,21 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gpuctk/gpuctk/internal/cli"
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/internal/version"
 )
 
 func main() {
-	if err := cli.App().Run(os.Args); err != nil {
+	app := &cli.App{
+		Name:                 "gpuctk",
+		Usage:                "share NVIDIA GPUs with containers through CDI",
+		Version:              version.Version,
+		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand()},
+		EnableBashCompletion: true,
+		HideHelpCommand:      true,
+	}
+	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuctk:", err)
 		os.Exit(1)
 	}

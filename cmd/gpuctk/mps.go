@@ -1,11 +1,9 @@
-package cli
+package main
 
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"text/tabwriter"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
@@ -13,19 +11,16 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/offer"
 )
-
-func init() {
-	commands = append(commands, mpsCommand())
-}
 
 func mpsFlags() []cli.Flag {
 	return []cli.Flag{
 		configFlag(),
-		&cli.StringFlag{Name: "driver-root", Usage: "where the driver's files are (default: [cdi] driver-root, /)"},
-		&cli.StringFlag{Name: "simulate", Usage: "read the GPUs from the simulated host `NAME` (or a profile file) instead of NVML; leaves compute modes alone"},
-		&cli.StringFlag{Name: "state-root", Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps; set it there, as the spec's mounts use it too)"},
-		&cli.BoolFlag{Name: "no-compute-mode", Usage: "leave the GPUs' compute modes alone"},
+		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are (default: [cdi] driver-root, /)"},
+		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "read the GPUs from the simulated host `NAME` (or a profile file) instead of NVML; leaves compute modes alone"},
+		&cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps; set it there, as the spec's mounts use it too)"},
+		&cli.BoolFlag{Name: "no-compute-mode", EnvVars: envVar("no-compute-mode"), Usage: "leave the GPUs' compute modes alone"},
 	}
 }
 
@@ -49,7 +44,7 @@ func mpsCommand() *cli.Command {
 			{
 				Name:   "status",
 				Usage:  "show the daemon of each MPS-shared device",
-				Flags:  append(mpsFlags(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}),
+				Flags:  append(mpsFlags(), &cli.BoolFlag{Name: "json", EnvVars: envVar("json"), Usage: "print JSON"}),
 				Action: mpsStatus,
 			},
 		},
@@ -67,23 +62,12 @@ func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	driverRoot := driverRoot(c, cfg)
-	stateRoot := cfg.MPS.StateRoot
-	if c.IsSet("state-root") {
-		stateRoot = c.String("state-root")
-	}
-	if !filepath.IsAbs(stateRoot) {
-		return nil, nil, fmt.Errorf("state root %q is not an absolute path", stateRoot)
-	}
-	timeout, err := time.ParseDuration(cfg.MPS.StartTimeout)
-	if err != nil || timeout <= 0 {
-		return nil, nil, fmt.Errorf("%s: [mps] start-timeout %q is not a duration such as \"10s\"", configName(cfg), cfg.MPS.StartTimeout)
-	}
+	driverRoot := cfg.CDI.DriverRoot
 	opts := []mps.Option{
 		mps.WithDriverRoot(driverRoot),
-		mps.WithStateRoot(stateRoot),
+		mps.WithStateRoot(cfg.MPS.StateRoot),
 		mps.WithShmSize(cfg.MPS.ShmSize),
-		mps.WithTimeout(timeout),
+		mps.WithTimeout(cfg.MPS.Timeout()),
 	}
 	// Compute modes are real hardware state: never touched for a
 	// simulated host.
@@ -101,13 +85,6 @@ func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, erro
 	return cfg, mps.New(opts...), nil
 }
 
-func driverRoot(c *cli.Context, cfg *config.Config) string {
-	if c.IsSet("driver-root") {
-		return c.String("driver-root")
-	}
-	return cfg.CDI.DriverRoot
-}
-
 func configName(cfg *config.Config) string {
 	if cfg.Path == "" {
 		return "default configuration"
@@ -117,20 +94,16 @@ func configName(cfg *config.Config) string {
 
 // mpsDevices reads the configuration, builds the Manager, reads the host from --simulate or NVML,
 // and returns its MPS-shared devices: what start and status work on.
-func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []mps.Device, error) {
+func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, error) {
 	cfg, m, err := mpsSetup(c, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	host, _, err := loadInventory(c, cfg)
+	set, _, err := resolve(c, cfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	shared, err := cfg.Resolve(host)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return cfg, m, mps.Devices(shared), nil
+	return cfg, m, set.MPS(), nil
 }
 
 func mpsStart(c *cli.Context) error {
@@ -143,7 +116,7 @@ func mpsStart(c *cli.Context) error {
 	for _, r := range res {
 		d := r.Device
 		fmt.Fprintf(w, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
-			d, r.Action, r.PID, d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
+			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
 	}
 	if err != nil {
 		return err
@@ -221,12 +194,12 @@ func mpsStatus(c *cli.Context) error {
 		for _, s := range sts {
 			d := s.Device
 			j := statusJSON{
-				Name: d.Name, UUID: d.UUID, GPU: d.GPUIndex, State: state(s), PID: s.PID, PipeDir: s.PipeDir,
+				Name: d.Name(), UUID: d.UUID(), GPU: d.GPU.Index, State: state(s), PID: s.PID, PipeDir: s.PipeDir,
 				Answering: s.Answering, ShmMounted: s.ShmMounted, Configured: s.Configured,
-				Replicas: d.Sharing.Replicas, ActiveThreadPercentage: d.ThreadPercentage, PinnedMemoryLimitMiB: d.PinnedMemoryMiB,
+				Replicas: d.Replicas, ActiveThreadPercentage: d.ThreadPercentage, PinnedMemoryLimitMiB: d.PinnedMemoryMiB,
 			}
-			if d.MIGIndex >= 0 {
-				j.MIG = &d.MIGIndex
+			if d.MIG != nil {
+				j.MIG = &d.MIG.Index
 			}
 			out = append(out, j)
 		}
@@ -238,16 +211,16 @@ func mpsStatus(c *cli.Context) error {
 	fmt.Fprintln(tw, "DEVICE\tUUID\tSTATE\tPID\tREPLICAS\tTHREADS\tMEMORY\tPIPE DIR")
 	for _, s := range sts {
 		d := s.Device
-		name := d.Name
-		if d.MIGIndex >= 0 {
-			name = fmt.Sprintf("%s (%d:%d)", d.Name, d.GPUIndex, d.MIGIndex)
+		name := d.Name()
+		if d.MIG != nil {
+			name = fmt.Sprintf("%s (%s)", d.Name(), d.GPUMIGName())
 		}
 		pid := "-"
 		if s.PID > 0 {
 			pid = fmt.Sprint(s.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d%%\t%dM\t%s\n", name, d.UUID, state(s), pid,
-			d.Sharing.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB, s.PipeDir)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d%%\t%dM\t%s\n", name, d.UUID(), state(s), pid,
+			d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB, s.PipeDir)
 	}
 	return tw.Flush()
 }

@@ -1,4 +1,4 @@
-package cli
+package main
 
 import (
 	"fmt"
@@ -11,8 +11,6 @@ import (
 
 	"github.com/gpuctk/gpuctk/engine"
 )
-
-func init() { commands = append(commands, runtimeCommand()) }
 
 func runtimeCommand() *cli.Command {
 	return &cli.Command{

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// envVar is the environment variable a flag reads: GPUCTK_DRIVER_ROOT for
+// --driver-root.
+func envVar(flag string) []string {
+	return []string{"GPUCTK_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func configFlag() cli.Flag {
+	return &cli.StringFlag{Name: "config", Value: config.DefaultPath, EnvVars: envVar("config"), Usage: "configuration file"}
+}
+
+// hostFlags select where the host description comes from.
+func hostFlags() []cli.Flag {
+	return []cli.Flag{
+		configFlag(),
+		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") or a profile file"},
+		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
+		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
+	}
+}
+
+// loadConfig reads --config (a missing file is an error only when the
+// flag was given), then applies the flags that set configuration keys:
+// flag, else environment, else file, else default.
+func loadConfig(c *cli.Context) (*config.Config, error) {
+	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]string{}
+	for _, name := range c.FlagNames() {
+		if config.Overridable(name) && c.IsSet(name) {
+			if v := c.StringSlice(name); len(v) > 0 {
+				set[name] = strings.Join(v, ",")
+			} else {
+				set[name] = c.String(name)
+			}
+		}
+	}
+	if len(set) == 0 {
+		return cfg, nil
+	}
+	return cfg, cfg.Override(set)
+}
+
+// loadInventory describes the host from --simulate (returning its profile
+// too) or, without it, from NVML found under the driver root.
+func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
+	if name := c.String("simulate"); name != "" {
+		p, err := inventory.LoadProfile(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := p.Host()
+		return h, p, err
+	}
+	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := nvmlhost.Open(lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := src.Host()
+	return h, nil, err
+}
+
+// loadFiles finds the host's driver files: under the driver root for a
+// real host or when --driver-root or --dev-root is given; from the
+// profile's standard layout for a simulated host without a root.
+func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *inventory.Profile) (*driver.Files, error) {
+	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
+		return driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), nil
+	}
+	return driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
+}
+
+// resolve reads the host and returns what it offers under the configuration.
+func resolve(c *cli.Context, cfg *config.Config) (*offer.Set, *inventory.Profile, error) {
+	h, p, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := offer.Resolve(h, cfg)
+	return set, p, err
+}

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// overrides are the settings a command-line flag can give over the file,
+// by flag name; each flag also reads GPUCTK_<FLAG> from the environment
+// (the command line declares that). Precedence is flag, else environment,
+// else the file, else the default: the file and its defaults are read
+// first, then Override applies what the command line was given.
+var overrides = map[string]func(c *Config, v string){
+	"driver-root": func(c *Config, v string) { c.CDI.DriverRoot = v },
+	"dev-root":    func(c *Config, v string) { c.CDI.DevRoot = v },
+	"hook-path":   func(c *Config, v string) { c.CDI.HookPath = v },
+	"vendor":      func(c *Config, v string) { c.CDI.Vendor = v },
+	"class":       func(c *Config, v string) { c.CDI.Class = v },
+	"spec-dir":    func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
+	"state-root":  func(c *Config, v string) { c.MPS.StateRoot = v },
+}
+
+// Overridable reports whether a flag of that name sets a configuration key.
+func Overridable(flag string) bool {
+	_, ok := overrides[flag]
+	return ok
+}
+
+// Override applies flag values (flag name -> value) over the configuration
+// and checks the result as the file is checked, naming the flag on error.
+func (c *Config) Override(values map[string]string) error {
+	for flag, v := range values {
+		set, ok := overrides[flag]
+		if !ok {
+			return fmt.Errorf("--%s does not set a configuration key", flag)
+		}
+		set(c, v)
+	}
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("%s with the command line's flags: %w", c.where(), err)
+	}
+	return nil
+}

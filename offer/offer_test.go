@@ -1,0 +1,196 @@
+package offer
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/fakehost"
+)
+
+func TestResolve(t *testing.T) {
+	h := fakehost.Host(t, "dgx-a100")
+	for _, tc := range []struct {
+		name, toml string
+		want       []string // names of shared devices, with their replica counts
+		err        string
+	}{
+		{name: "index and profile", toml: `
+[[sharing]]
+devices = ["0", "2g.10gb"]
+strategy = "time-slicing"
+replicas = 4
+[[sharing]]
+devices = ["1"]
+strategy = "mps"
+replicas = 2
+`, want: []string{"0x4", "1x2", "mig-7x4", "mig-8x4", "mig-9x4", "mig-13x4"}},
+		{name: "overlap", toml: `
+[[sharing]]
+devices = ["mig-0"]
+strategy = "time-slicing"
+replicas = 2
+[[sharing]]
+devices = ["1g.5gb"]
+strategy = "mps"
+replicas = 2
+`, err: "[[sharing]] entry 2: MIG device mig-0 (GPU 4, 1g.5gb) is already shared by entry 1"},
+		{name: "matches nothing", toml: `
+[[sharing]]
+devices = ["12"]
+strategy = "time-slicing"
+replicas = 2
+`, err: `[[sharing]] entry 1: selector "12" matches no device`},
+		{name: "same entry twice is fine", toml: `
+[[sharing]]
+devices = ["0", "0"]
+strategy = "time-slicing"
+replicas = 3
+`, want: []string{"0x3"}},
+		{name: "gpu:mig names MIG replicas", toml: `
+[cdi]
+replica-names = ["gpu:mig"]
+[[sharing]]
+devices = ["mig-0"]
+strategy = "time-slicing"
+replicas = 2
+`, want: []string{"mig-0x2"}},
+		{name: "gpu:mig leaves GPU replicas nameless", toml: `
+[cdi]
+replica-names = ["gpu:mig"]
+[[sharing]]
+devices = ["mig-0", "1"]
+strategy = "time-slicing"
+replicas = 2
+`, err: `[cdi] "replica-names" ["gpu:mig"] gives the replicas of GPU 1 no name: add "index" or "uuid"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Path = "/etc/gpuctk/config.toml"
+			set, err := Resolve(h, c)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.HasPrefix(err.Error(), "config /etc/gpuctk/config.toml: ") {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, s := range set.Shared {
+				names = append(names, s.Name()+"x"+strconv.Itoa(s.Replicas))
+			}
+			if strings.Join(names, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("shared = %v, want %v", names, tc.want)
+			}
+		})
+	}
+}
+
+func TestSharedDefaults(t *testing.T) {
+	h := fakehost.Host(t, "h100")
+	c, err := config.Parse([]byte("[[sharing]]\ndevices=[\"mig-0\"]\nstrategy=\"mps\"\nreplicas=3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := Resolve(h, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, m := set.Shared[0].ThreadPercentage, set.Shared[0].PinnedMemoryMiB; p != 33 || m != 9856/3 {
+		t.Errorf("defaults = %d%%, %d MiB", p, m)
+	}
+}
+
+// TestShippedConfigFits checks that the packaged config.toml's sharing
+// examples, uncommented, resolve on the dgx-a100 host.
+func TestShippedConfigFits(t *testing.T) {
+	data, err := os.ReadFile("../packaging/config.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Parse(regexp.MustCompile(`(?m)^#([\[a-z])`).ReplaceAll(data, []byte("$1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(fakehost.Host(t, "dgx-a100"), c); err != nil {
+		t.Errorf("sharing examples on dgx-a100: %v", err)
+	}
+}
+
+func TestReplicaNames(t *testing.T) {
+	devs := fakehost.Host(t, "dgx-a100").Devices()
+	gpu, mig := devs[0], devs[4] // GPU 0; mig-0, GPU 4's MIG device 0
+	gpuUUID, migUUID := gpu.GPU.UUID, mig.MIG.UUID
+	for _, tc := range []struct {
+		name     string
+		styles   []string
+		gpu, mig []string
+	}{
+		{"index", []string{"index"}, []string{"0"}, []string{"mig-0"}},
+		{"uuid", []string{"uuid"}, []string{gpuUUID}, []string{migUUID}},
+		{"gpu:mig", []string{"gpu:mig"}, nil, []string{"4:0"}},
+		{"all three in the usual order", []string{"uuid", "gpu:mig", "index"}, []string{"0", gpuUUID}, []string{"mig-0", "4:0", migUUID}},
+		{"duplicates count once", []string{"uuid", "index", "uuid"}, []string{"0", gpuUUID}, []string{"mig-0", migUUID}},
+		{"unknown style", []string{"serial"}, nil, nil},
+		{"nil is the default, index", nil, []string{"0"}, []string{"mig-0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := replicaNames(gpu, tc.styles); !reflect.DeepEqual(got, tc.gpu) {
+				t.Errorf("GPU 0: %v, want %v", got, tc.gpu)
+			}
+			if got := replicaNames(mig, tc.styles); !reflect.DeepEqual(got, tc.mig) {
+				t.Errorf("mig-0: %v, want %v", got, tc.mig)
+			}
+		})
+	}
+}
+
+// TestShares checks what a share carries: the physical device, the
+// configured or default MPS limits, the daemon's folder and the entry.
+func TestShares(t *testing.T) {
+	cfg := &config.Config{Path: "/etc/gpuctk/config.toml", Sharing: []config.Sharing{
+		{Devices: []string{"7:2", "2"}, Strategy: config.MPS, Replicas: 4},
+		{Devices: []string{"1"}, Strategy: config.TimeSlicing, Replicas: 4},
+		{Devices: []string{"6:0"}, Strategy: config.MPS, Replicas: 2, ActiveThreadPercentage: 30, PinnedMemoryLimit: 8 << 30},
+	}}
+	set, err := Resolve(fakehost.Host(t, "dgx-a100"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		name, uuid, dir, origin string
+		replicas, threads       int
+		memory                  uint64
+		failOverOne             bool
+	}
+	var got []row
+	for _, s := range set.Shared {
+		got = append(got, row{s.Name(), s.UUID(), s.Dir, s.Origin.String(), s.Replicas, s.ThreadPercentage, s.PinnedMemoryMiB, s.FailRequestsGreaterThanOne})
+	}
+	const e1, e2, e3 = "config /etc/gpuctk/config.toml: [[sharing]] entry 1", "config /etc/gpuctk/config.toml: [[sharing]] entry 2", "config /etc/gpuctk/config.toml: [[sharing]] entry 3"
+	want := []row{
+		{"1", "GPU-4ef5b4c3-8f0e-3bd4-8a8b-6b2a47a1e3c5", "", e2, 4, 0, 0, false},
+		{"2", "GPU-18909d70-187a-d774-bf80-dcda749edaf4", "/run/gpuctk/mps/GPU-18909d70-187a-d774-bf80-dcda749edaf4", e1, 4, 25, 10240, true},
+		{"mig-10", "MIG-05dc9572-2b06-1f79-31a3-695087f6dd02", "/run/gpuctk/mps/MIG-05dc9572-2b06-1f79-31a3-695087f6dd02", e3, 2, 30, 8192, true},
+		{"mig-14", "MIG-274ba80d-9427-994a-b610-1e6c62975ed4", "/run/gpuctk/mps/MIG-274ba80d-9427-994a-b610-1e6c62975ed4", e1, 4, 25, 1216, true},
+	}
+	want[0].uuid = got[0].uuid // GPU 1's UUID is the profile's business
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("shares:\n got %+v\nwant %+v", got, want)
+	}
+	if s := set.Shared[3].String(); s != "MIG device 7:2 (MIG-274ba80d-9427-994a-b610-1e6c62975ed4)" {
+		t.Errorf("String = %q", s)
+	}
+	if n := len(set.MPS()); n != 3 {
+		t.Errorf("MPS() has %d devices, want 3", n)
+	}
+}
