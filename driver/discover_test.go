@@ -10,12 +10,13 @@ import (
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
 func fakeRoot(t *testing.T, profile string) (string, *inventory.Profile) {
 	t.Helper()
+	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
 	p, err := inventory.LoadProfile(profile)
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 const libDir = "/usr/lib/x86_64-linux-gnu"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/offer"
 )
 

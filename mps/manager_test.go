@@ -1,6 +1,8 @@
 package mps
 
 import (
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,9 +35,7 @@ var (
 // double builds tests/mpsdouble once per test run.
 func double(t *testing.T) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("the MPS daemon tests need root (tmpfs mounts, mount namespaces): run them as root, as `make test` in CI does")
-	}
+	fakehost.RequireRoot(t, "tmpfs mounts, mount namespaces")
 	doubleOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "mpsdouble-")
 		if err != nil {
@@ -155,6 +155,7 @@ func alive(pid int) bool {
 // stopped when the test ends.
 func newManager(t *testing.T, driverRoot string, opts ...Option) (*Manager, string) {
 	t.Helper()
+	fakehost.RequireRoot(t, "tmpfs mounts, mount namespaces")
 	state := t.TempDir()
 	m := New(append([]Option{WithDriverRoot(driverRoot), WithStateRoot(state), WithShmSize(64 << 20), WithTimeout(10 * time.Second)}, opts...)...)
 	t.Cleanup(func() {

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 func TestResolve(t *testing.T) {

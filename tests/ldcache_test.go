@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // cudaProbe calls the fake libcuda's one function; the loader must find

@@ -14,8 +14,13 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "tests: the end-to-end tests need root (they run podman, mknod, dpkg): run `make test` as root")
-		os.Exit(1)
+		// Under CI a root-only test must run, never pass by skipping.
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintln(os.Stderr, "tests: the end-to-end tests need root (they run podman, mknod, dpkg): run `make test` as root")
+			os.Exit(1)
+		}
+		fmt.Println("tests: skipped: the end-to-end tests need root (they run podman, mknod, dpkg): run `make test` as root")
+		os.Exit(0)
 	}
 	dir, err := os.MkdirTemp("", "gpuctk-bin-")
 	if err != nil {

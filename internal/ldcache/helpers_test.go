@@ -1,6 +1,8 @@
 package ldcache
 
 import (
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+
 	"bytes"
 	"fmt"
 	"os"
@@ -19,9 +21,7 @@ func need(t testing.TB, tools ...string) {
 			t.Fatalf("%s not found: the ldcache tests need gcc, libc6-dev, glibc's ldconfig, unshare and chroot (`make ldcache-deps` installs them)", tool)
 		}
 	}
-	if os.Geteuid() != 0 {
-		t.Fatal("the ldcache tests need root (chroot, mount namespaces): run them as root, as CI does")
-	}
+	fakehost.RequireRoot(t, "chroot, mount namespaces")
 }
 
 // run runs a command and returns its standard output, failing the test

@@ -13,7 +13,7 @@ import (
 
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // hookCall is the spec's one hook call, and the driver files it expects in

@@ -160,3 +160,18 @@ func Host(t testing.TB, profile string) *inventory.Host {
 	}
 	return h
 }
+
+// RequireRoot skips a test that needs root when it runs as another user,
+// saying why, so that an unprivileged `go test ./...` stays a quick loop.
+// Under CI (CI=true, which runs as root) it fails instead: there a
+// root-only test must run, never pass by skipping.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("needs root (%s), and CI must run it: run as root", why)
+	}
+	t.Skipf("needs root (%s): run it as root, as `make test` does", why)
+}
