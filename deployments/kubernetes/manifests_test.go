@@ -1,0 +1,165 @@
+package kubernetes
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// kustomization is the part of kustomize's types the test checks.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Namespace  string   `json:"namespace,omitempty"`
+	Resources  []string `json:"resources"`
+}
+
+// decode reads a manifest strictly: an unknown or misspelt field fails.
+func decode(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("\n---")) {
+		t.Fatalf("%s: one object per file, so kustomization.yaml lists each", path)
+	}
+	if err := yaml.UnmarshalStrict(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// TestManifests decodes every manifest the kustomizations list with the
+// Kubernetes API types, strictly, and checks that none is left unlisted.
+func TestManifests(t *testing.T) {
+	objects := map[string]any{}
+	for _, dir := range []string{".", "mps"} {
+		var k kustomization
+		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
+		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		for _, f := range files {
+			if filepath.Base(f) != "kustomization.yaml" && !slices.Contains(k.Resources, filepath.Base(f)) {
+				t.Errorf("%s is not listed in %s/kustomization.yaml", f, dir)
+			}
+		}
+		for _, r := range k.Resources {
+			p := filepath.Join(dir, r)
+			var meta struct {
+				Kind string `json:"kind"`
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.Unmarshal(data, &meta); err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			var obj any
+			switch meta.Kind {
+			case "Namespace":
+				obj = &corev1.Namespace{}
+			case "ConfigMap":
+				obj = &corev1.ConfigMap{}
+			case "RuntimeClass":
+				obj = &nodev1.RuntimeClass{}
+			case "DaemonSet":
+				obj = &appsv1.DaemonSet{}
+			default:
+				t.Fatalf("%s: kind %q has no check here", p, meta.Kind)
+			}
+			decode(t, p, obj)
+			objects[p] = obj
+		}
+	}
+
+	rc := objects["runtimeclass.yaml"].(*nodev1.RuntimeClass)
+	if rc.Name != "nvidia" || rc.Handler != "nvidia" {
+		t.Errorf("RuntimeClass %q with handler %q, want nvidia and nvidia", rc.Name, rc.Handler)
+	}
+	cm := objects["configmap.yaml"].(*corev1.ConfigMap)
+	if !strings.Contains(cm.Data["config.toml"], "[kubernetes]") {
+		t.Errorf("ConfigMap %s has no config.toml with [kubernetes]", cm.Name)
+	}
+
+	for _, tc := range []struct {
+		file    string
+		command []string
+		mounts  map[string]string // mount path -> host path ("" for the ConfigMap)
+		env     map[string]string
+	}{
+		{
+			file:    "device-plugin.yaml",
+			command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--dev-root", "/"},
+			mounts: map[string]string{"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
+				"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
+			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
+		},
+		{
+			file:    "mps/mps-daemon.yaml",
+			command: []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root", "--dev-root", "/"},
+			mounts:  map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
+			env:     map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
+		},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			ds := objects[tc.file].(*appsv1.DaemonSet)
+			pod := ds.Spec.Template.Spec
+			if got := pod.NodeSelector["nvidia.com/gpu.present"]; got != "true" {
+				t.Errorf("nodeSelector nvidia.com/gpu.present = %q, want \"true\"", got)
+			}
+			if !slices.ContainsFunc(pod.Tolerations, func(tl corev1.Toleration) bool {
+				return tl.Key == "nvidia.com/gpu" && tl.Effect == corev1.TaintEffectNoSchedule && tl.Operator == corev1.TolerationOpExists
+			}) {
+				t.Errorf("no toleration for nvidia.com/gpu NoSchedule: %+v", pod.Tolerations)
+			}
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(pod.Containers))
+			}
+			c := pod.Containers[0]
+			if c.Image != "gpuctk/gpuctk:VERSION" {
+				t.Errorf("image %q, want gpuctk/gpuctk:VERSION (make image's name)", c.Image)
+			}
+			if got := append(slices.Clone(c.Command), c.Args...); !slices.Equal(got, tc.command) {
+				t.Errorf("command %q, want %q", got, tc.command)
+			}
+			if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+				t.Errorf("container is not privileged: it needs the GPUs' device nodes")
+			}
+			for k, v := range tc.env {
+				if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == k && e.Value == v }) {
+					t.Errorf("no env %s=%s: %+v", k, v, c.Env)
+				}
+			}
+			volumes := map[string]corev1.Volume{}
+			for _, v := range pod.Volumes {
+				volumes[v.Name] = v
+			}
+			for path, host := range tc.mounts {
+				i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == path })
+				if i < 0 {
+					t.Errorf("nothing mounted at %s", path)
+					continue
+				}
+				m := c.VolumeMounts[i]
+				v := volumes[m.Name]
+				switch {
+				case host == "" && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name):
+					t.Errorf("%s: want the ConfigMap %s, got volume %+v", path, cm.Name, v)
+				case host != "" && (v.HostPath == nil || v.HostPath.Path != host):
+					t.Errorf("%s: want host path %s, got volume %+v", path, host, v)
+				}
+				if path == "/driver-root" && !m.ReadOnly {
+					t.Errorf("the driver root is mounted read-write")
+				}
+			}
+		})
+	}
+}
