@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pelletier/go-toml/v2"
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -37,14 +39,18 @@ func TestConvertGolden(t *testing.T) {
 			}
 			got := bytes.NewBuffer(Format(outs))
 			for _, o := range outs {
-				// Until gpuctk's config package has [kubernetes], check
-				// that each output is valid TOML with the expected tables.
-				var m map[string]any
-				if err := toml.Unmarshal(o.TOML, &m); err != nil {
-					t.Errorf("output for key %q is not valid TOML: %v", o.Key, err)
+				// Each output is a config gpuctk reads, and its
+				// selectors fit a host with full and MIG GPUs.
+				cfg, err := config.Parse(o.TOML)
+				if err != nil {
+					t.Errorf("output for key %q: %v", o.Key, err)
+					continue
 				}
-				if _, ok := m["kubernetes"]; !ok {
-					t.Errorf("output for key %q has no [kubernetes] table", o.Key)
+				if bytes.Contains(o.TOML, []byte(`"GPU-`)) || bytes.Contains(o.TOML, []byte(`"MIG-`)) {
+					continue // names UUIDs of another host
+				}
+				if _, err := offer.Resolve(fakehost.Host(t, "dgx-a100"), cfg); err != nil {
+					t.Errorf("output for key %q on dgx-a100: %v", o.Key, err)
 				}
 			}
 			golden := strings.TrimSuffix(in, filepath.Ext(in)) + ".toml"
