@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -23,8 +24,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
-// sharingConfigs are the configs the golden specs are made with, by host.
-// dgx-a100 gives replicas every name; the others, the default (index).
+// sharingConfigs are the configs the golden specs are made with, by host:
+// time-sliced GPUs and MIG devices, MPS GPUs (p100, l40s) and MPS MIG
+// devices (dgx-a100, h100). dgx-a100 gives replicas every name; the
+// others, the default (index).
 var sharingConfigs = map[string]string{
 	"dgx-a100": `
 [cdi]
@@ -34,12 +37,44 @@ replica-names = ["index", "uuid", "gpu:mig"]
 devices = ["1", "2g.10gb"]
 strategy = "time-slicing"
 replicas = 3
+
+[[sharing]]
+devices = ["mig-0"]
+strategy = "mps"
+replicas = 2
 `,
 	"h100": `
 [[sharing]]
 devices = ["mig-0", "mig-1"]
 strategy = "time-slicing"
 replicas = 2
+
+[[sharing]]
+devices = ["mig-2"]
+strategy = "mps"
+replicas = 4
+active-thread-percentage = 30
+pinned-memory-limit = "2GiB"
+`,
+	"l40s": `
+[[sharing]]
+devices = ["0"]
+strategy = "mps"
+replicas = 3
+
+[[sharing]]
+devices = ["1"]
+strategy = "time-slicing"
+replicas = 2
+`,
+	"p100": `
+[mps]
+state-root = "/run/mps"
+
+[[sharing]]
+devices = ["1"]
+strategy = "mps"
+replicas = 16
 `,
 	"dgx-h100-mig": `
 [[sharing]]
@@ -98,8 +133,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v (run go test ./cdi -update)", err)
 			}
-			if string(want) != string(data) {
-				t.Errorf("spec differs from %s (run go test ./cdi -update and review the diff)", golden)
+			if d := lineDiff(string(want), string(data)); d != "" {
+				t.Errorf("spec differs from %s (run go test ./cdi -update and review the diff):\n%s", golden, d)
 			}
 		})
 	}
@@ -131,7 +166,7 @@ func TestInjectEveryName(t *testing.T) {
 				if unresolved, err := cache.InjectDevices(ocispec, d); err != nil {
 					t.Fatalf("inject %s: %v (unresolved %v)", d, err, unresolved)
 				}
-				if len(ocispec.Linux.Devices) < 2 || len(ocispec.Mounts) == 0 || ocispec.Hooks == nil || len(ocispec.Hooks.CreateContainer) != 1 {
+				if len(ocispec.Linux.Devices) < 2 || len(ocispec.Mounts) == 0 || ocispec.Hooks == nil || len(ocispec.Hooks.CreateContainer) < 1 {
 					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(ocispec.Linux.Devices), len(ocispec.Mounts), ocispec.Hooks)
 				}
 			}
@@ -161,12 +196,12 @@ func TestInjectEveryName(t *testing.T) {
 func TestSummaryAndNames(t *testing.T) {
 	_, data, sum := generateFor(t, "dgx-a100")
 	// GPU 1 and the four 2g.10gb instances (three on GPU 5, one on GPU 7)
-	// are shared 3 ways.
-	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 15, Devices: 3*2 + 1*3*2 + 12*3 + 4*3*3 + 1}) {
+	// are shared 3 ways, mig-0 through MPS 2 ways.
+	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 11*3 + 4*3*3 + 2*3 + 1}) {
 		t.Errorf("summary = %+v", sum)
 	}
 	s := string(data)
-	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "0"`, `name: "all"`} {
+	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "mig-0::1"`, `name: "0"`, `name: "all"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("spec has no %q", want)
 		}
@@ -334,4 +369,32 @@ func namesOfStyles(d inventory.Device, styles []string) []string {
 		}
 	}
 	return out
+}
+
+// lineDiff shows where two texts differ: each differing line with its
+// number, "-" for want and "+" for got, at most 20 of them; "" when equal.
+func lineDiff(want, got string) string {
+	if want == got {
+		return ""
+	}
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	shown := 0
+	for i := 0; i < max(len(w), len(g)) && shown < 20; i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			fmt.Fprintf(&b, "line %d:\n- %s\n+ %s\n", i+1, wl, gl)
+			shown++
+		}
+	}
+	if len(w) != len(g) {
+		fmt.Fprintf(&b, "(%d lines, want %d)\n", len(g), len(w))
+	}
+	return b.String()
 }
