@@ -35,19 +35,20 @@ func WithKind(vendor, class string) Option {
 // WithHookPath sets where gpuctk-hook is installed on the host.
 func WithHookPath(path string) Option { return func(g *Generator) { g.hookPath = path } }
 
-// New returns a Generator; by default it writes kind nvidia.com/gpu and
-// calls /usr/bin/gpuctk-hook.
+// New returns a Generator with the configuration's defaults (kind
+// nvidia.com/gpu, hook /usr/bin/gpuctk-hook) changed by opts.
 func New(opts ...Option) *Generator {
-	g := &Generator{vendor: "nvidia.com", class: "gpu", hookPath: "/usr/bin/gpuctk-hook"}
+	return ForConfig(config.Default(), opts...)
+}
+
+// ForConfig returns the Generator the configuration describes, changed by
+// opts.
+func ForConfig(c *config.Config, opts ...Option) *Generator {
+	g := &Generator{vendor: c.CDI.Vendor, class: c.CDI.Class, hookPath: c.CDI.HookPath}
 	for _, o := range opts {
 		o(g)
 	}
 	return g
-}
-
-// ForConfig returns the Generator the configuration describes.
-func ForConfig(c *config.Config) *Generator {
-	return New(WithKind(c.CDI.Vendor, c.CDI.Class), WithHookPath(c.CDI.HookPath))
 }
 
 // Summary counts what a spec offers.

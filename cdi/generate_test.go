@@ -398,3 +398,16 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// TestMarshalRefusesUnwrittenFields checks that a spec with fields the YAML
+// writer does not write is refused, not written without them.
+func TestMarshalRefusesUnwrittenFields(t *testing.T) {
+	spec := &specs.Spec{Version: "0.5.0", Kind: "nvidia.com/gpu", Annotations: map[string]string{"a": "b"},
+		Devices: []specs.Device{{Name: "0"}}}
+	if _, err := Marshal(spec, "yaml"); err == nil || !strings.Contains(err.Error(), "write it as JSON") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := Marshal(spec, "json"); err != nil {
+		t.Errorf("json: %v", err)
+	}
+}

@@ -6,9 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
-	"go.yaml.in/yaml/v3"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
@@ -41,22 +39,12 @@ func Marshal(spec *specs.Spec, format string) ([]byte, error) {
 		b, err := json.MarshalIndent(spec, "", "  ")
 		return append(b, '\n'), err
 	}
-	if canWriteYAML(spec) {
-		w := yamlWriter{b: make([]byte, 0, 64<<10)}
-		out := w.spec(spec)
-		return out, w.err
-	}
-	var sb strings.Builder
-	sb.WriteString("---\n")
-	enc := yaml.NewEncoder(&sb)
-	enc.SetIndent(2)
-	if err := enc.Encode(spec); err != nil {
+	if err := checkYAMLFields(spec); err != nil {
 		return nil, err
 	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return []byte(sb.String()), nil
+	w := yamlWriter{b: make([]byte, 0, 64<<10)}
+	out := w.spec(spec)
+	return out, w.err
 }
 
 // WriteSpec writes data to path atomically with mode 0644, making its

@@ -10,27 +10,29 @@ import (
 )
 
 // yamlWriter writes the subset of the spec that gpuctk produces as block
-// YAML, about a hundred times faster than a reflective encoder on a large
-// host's spec. Every string is written double-quoted with JSON escapes,
-// which YAML reads as the same string, so no value can be misread as a
-// number, a boolean or a sexagesimal ("0:1").
+// YAML, directly rather than through a reflective encoder (which was the
+// slowest step of generating a large host's spec). Every string is written
+// double-quoted with JSON escapes, which YAML reads as the same string, so
+// no value can be misread as a number, a boolean or a sexagesimal ("0:1").
 type yamlWriter struct {
 	b   []byte
 	err error
 }
 
-// canWriteYAML reports whether a spec uses only the fields yamlWriter
-// knows; anything else goes through the reflective encoder.
-func canWriteYAML(s *specs.Spec) bool {
+// checkYAMLFields refuses a spec with fields yamlWriter does not write
+// (annotations, Intel RDT, network devices, additional GIDs), which the
+// generator never produces: dropping them silently would write a
+// different spec.
+func checkYAMLFields(s *specs.Spec) error {
 	if len(s.Annotations) > 0 || !plainEdits(&s.ContainerEdits) {
-		return false
+		return fmt.Errorf("spec uses fields gpuctk's YAML writer does not write (annotations, intelRdt, netDevices, additionalGids): write it as JSON")
 	}
 	for i := range s.Devices {
 		if len(s.Devices[i].Annotations) > 0 || !plainEdits(&s.Devices[i].ContainerEdits) {
-			return false
+			return fmt.Errorf("device %q uses fields gpuctk's YAML writer does not write (annotations, intelRdt, netDevices, additionalGids): write it as JSON", s.Devices[i].Name)
 		}
 	}
-	return true
+	return nil
 }
 
 func plainEdits(e *specs.ContainerEdits) bool {

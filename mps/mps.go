@@ -40,14 +40,14 @@ type Manager struct {
 // Option configures a Manager.
 type Option func(*Manager)
 
-// WithDriverRoot sets where the driver's files are (default "/").
+// WithDriverRoot sets where the driver's files are.
 func WithDriverRoot(root string) Option { return func(m *Manager) { m.driverRoot = root } }
 
 // WithStateRoot sets the folder of the daemons' pipe, log and shm folders
-// (default /run/gpuctk/mps).
+// (default: [mps] state-root's default).
 func WithStateRoot(root string) Option { return func(m *Manager) { m.stateRoot = root } }
 
-// WithShmSize sets the size of each device's /dev/shm tmpfs (default 1GiB).
+// WithShmSize sets the size of each device's /dev/shm tmpfs.
 func WithShmSize(size config.Size) Option { return func(m *Manager) { m.shmSize = size } }
 
 // WithComputeModer puts each MPS-shared GPU in EXCLUSIVE_PROCESS compute
@@ -55,12 +55,13 @@ func WithShmSize(size config.Size) Option { return func(m *Manager) { m.shmSize 
 func WithComputeModer(c ComputeModer) Option { return func(m *Manager) { m.modes = c } }
 
 // WithTimeout bounds how long starting or stopping one daemon may take
-// (default 10s).
+// (default: [mps] start-timeout's default).
 func WithTimeout(d time.Duration) Option { return func(m *Manager) { m.timeout = d } }
 
-// New returns a Manager.
+// New returns a Manager with the configuration's defaults changed by opts.
 func New(opts ...Option) *Manager {
-	m := &Manager{driverRoot: "/", stateRoot: "/run/gpuctk/mps", shmSize: 1 << 30, timeout: 10 * time.Second}
+	d := config.Default()
+	m := &Manager{driverRoot: d.CDI.DriverRoot, stateRoot: d.MPS.StateRoot, shmSize: d.MPS.ShmSize, timeout: d.MPS.Timeout()}
 	for _, o := range opts {
 		o(m)
 	}
