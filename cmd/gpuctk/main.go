@@ -16,7 +16,7 @@ func main() {
 		Name:                 "gpuctk",
 		Usage:                "share NVIDIA GPUs with containers through CDI",
 		Version:              version.Version,
-		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand(), configCommand()},
+		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand(), configCommand(), labelsCommand()},
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
 	}

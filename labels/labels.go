@@ -1,0 +1,259 @@
+package labels
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// Prefix is the label domain.
+const Prefix = "nvidia.com/"
+
+// Labels are a node's labels, by key.
+type Labels map[string]string
+
+// For returns the labels of what a host offers, under the device plugin's
+// settings. A node's labels describe its first GPU (or, under the single
+// MIG strategy, its first MIG device), as GPU feature discovery's do:
+// nodeSelectors pick nodes of one kind.
+func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
+	h := set.Host
+	l := Labels{}
+	if len(h.GPUs) == 0 {
+		return l, nil
+	}
+	g := &h.GPUs[0]
+	major, minor := computeCapability(g.ComputeCapability)
+	l["gpu.present"] = "true"
+	l["gpu.count"] = strconv.Itoa(len(h.GPUs))
+	l["gpu.product"] = product(g.Name)
+	l["gpu.memory"] = strconv.FormatUint(g.MemoryMiB, 10)
+	l["gpu.family"] = family(major, minor)
+	l["gpu.compute.major"] = strconv.Itoa(major)
+	l["gpu.compute.minor"] = strconv.Itoa(minor)
+	l["mig.capable"] = strconv.FormatBool(migCapable(h))
+	l["mig.strategy"] = k.MIGStrategy
+	if err := driverLabels(l, h); err != nil {
+		return nil, err
+	}
+
+	migs := slices.DeleteFunc(h.Devices(), func(d inventory.Device) bool { return !d.IsMIG() })
+	switch k.MIGStrategy {
+	case config.MIGSingle:
+		if len(migs) > 0 {
+			m := migs[0].MIG
+			gi, ci := sliceCounts(m.Profile)
+			l["gpu.count"] = strconv.Itoa(len(migs))
+			l["gpu.product"] = product(g.Name) + "-MIG-" + m.Profile
+			l["gpu.memory"] = strconv.FormatUint(m.MemoryMiB, 10)
+			l["gpu.multiprocessors"] = strconv.Itoa(m.SMCount)
+			l["gpu.slices.gi"] = strconv.Itoa(gi)
+			l["gpu.slices.ci"] = strconv.Itoa(ci)
+		}
+	case config.MIGMixed:
+		for _, d := range migs {
+			p := "mig-" + d.MIG.Profile + "."
+			n, _ := strconv.Atoi(l[p+"count"])
+			l[p+"count"] = strconv.Itoa(n + 1)
+			if n == 0 {
+				gi, ci := sliceCounts(d.MIG.Profile)
+				l[p+"product"] = product(d.GPU.Name) + "-MIG-" + d.MIG.Profile
+				l[p+"memory"] = strconv.FormatUint(d.MIG.MemoryMiB, 10)
+				l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
+				l[p+"slices.gi"] = strconv.Itoa(gi)
+				l[p+"slices.ci"] = strconv.Itoa(ci)
+			}
+		}
+	}
+
+	// Sharing, as the first shared device advertised as nvidia.com/gpu
+	// (or, with none, the first shared device) has it.
+	l["gpu.replicas"] = "1"
+	l["gpu.sharing-strategy"] = "none"
+	l["mps.capable"] = "false"
+	var first *offer.Share
+	for _, s := range set.Shared {
+		if s.IsMPS() {
+			l["mps.capable"] = "true"
+		}
+		if first == nil || (!asGPU(first, k) && asGPU(s, k)) {
+			first = s
+		}
+	}
+	if first != nil {
+		l["gpu.replicas"] = strconv.Itoa(first.Replicas)
+		l["gpu.sharing-strategy"] = first.Strategy
+		if asGPU(first, k) && first.Resource == "" && !k.RenameShared {
+			l["gpu.product"] += "-SHARED"
+		}
+	}
+	out := Labels{}
+	for key, v := range l {
+		out[Prefix+key] = v
+	}
+	return out, nil
+}
+
+// asGPU reports whether a share's replicas are advertised as
+// nvidia.com/gpu (or its .shared rename): whole GPUs' replicas, and MIG
+// devices' under the single strategy, unless the entry names a resource.
+func asGPU(s *offer.Share, k config.Kubernetes) bool {
+	return s.Resource == "" && (s.MIG == nil || k.MIGStrategy == config.MIGSingle)
+}
+
+// product turns a GPU's name into a label value: "NVIDIA A100-SXM4-40GB"
+// gives "NVIDIA-A100-SXM4-40GB".
+func product(name string) string {
+	return sanitize(strings.ReplaceAll(strings.TrimSpace(name), " ", "-"))
+}
+
+// sanitize keeps what a label value may hold (letters, digits, '-', '_',
+// '.'), at most 63 characters, starting and ending alphanumeric.
+func sanitize(v string) string {
+	b := []byte(v)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	v = string(b)
+	if len(v) > 63 {
+		v = v[:63]
+	}
+	return strings.Trim(v, "-_.")
+}
+
+func computeCapability(cc string) (major, minor int) {
+	a, b, _ := strings.Cut(cc, ".")
+	major, _ = strconv.Atoi(a)
+	minor, _ = strconv.Atoi(b)
+	return major, minor
+}
+
+// family names a GPU architecture by compute capability, as GPU feature
+// discovery does.
+func family(major, minor int) string {
+	switch {
+	case major == 1:
+		return "tesla"
+	case major == 2:
+		return "fermi"
+	case major == 3:
+		return "kepler"
+	case major == 5:
+		return "maxwell"
+	case major == 6:
+		return "pascal"
+	case major == 7 && minor < 5:
+		return "volta"
+	case major == 7:
+		return "turing"
+	case major == 8 && minor == 9:
+		return "ada-lovelace"
+	case major == 8:
+		return "ampere"
+	case major == 9:
+		return "hopper"
+	case major == 10 || major == 12:
+		return "blackwell"
+	}
+	return "undefined"
+}
+
+// migCapable reports whether the host has a GPU that can run in MIG mode:
+// one that is in MIG mode, or a model that supports it (the host model
+// does not record the capability of a GPU with MIG disabled).
+func migCapable(h *inventory.Host) bool {
+	for _, g := range h.GPUs {
+		if g.MIGEnabled {
+			return true
+		}
+		for _, m := range []string{"A100", "A30", "H100", "H200", "H800", "H20", "B200", "B300", "GH200", "GB200"} {
+			for _, f := range strings.FieldsFunc(g.Name, func(r rune) bool { return r == ' ' || r == '-' }) {
+				if f == m {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// driverLabels adds the driver's version (cuda.driver.*, "580.65.06") and
+// the CUDA version it supports (cuda.runtime.*, "13.0").
+func driverLabels(l Labels, h *inventory.Host) error {
+	parts := strings.Split(h.DriverVersion, ".")
+	if len(parts) < 2 {
+		return fmt.Errorf("driver version %q is not MAJOR.MINOR[.REV]", h.DriverVersion)
+	}
+	l["cuda.driver.major"], l["cuda.driver.minor"] = sanitize(parts[0]), sanitize(parts[1])
+	l["cuda.driver.rev"] = ""
+	if len(parts) > 2 {
+		l["cuda.driver.rev"] = sanitize(parts[2])
+	}
+	if h.CUDAVersion != "" {
+		a, b, _ := strings.Cut(h.CUDAVersion, ".")
+		l["cuda.runtime.major"], l["cuda.runtime.minor"] = sanitize(a), sanitize(b)
+	}
+	return nil
+}
+
+// sliceCounts returns a MIG profile's GPU instance and compute instance
+// slices: "3g.20gb" is 3 and 3, "1c.3g.20gb" is 3 and 1.
+func sliceCounts(profile string) (gi, ci int) {
+	for _, f := range strings.Split(profile, ".") {
+		if n, ok := strings.CutSuffix(f, "g"); ok {
+			gi, _ = strconv.Atoi(n)
+		}
+		if n, ok := strings.CutSuffix(f, "c"); ok {
+			ci, _ = strconv.Atoi(n)
+		}
+	}
+	if ci == 0 {
+		ci = gi
+	}
+	return gi, ci
+}
+
+// Lines returns the labels as sorted key=value lines.
+func (l Labels) Lines() []byte {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + l[k] + "\n")
+	}
+	return []byte(b.String())
+}
+
+// FeatureFile is the name of the Node Feature Discovery local feature
+// file gpuctk writes in features.d.
+const FeatureFile = "gpuctk"
+
+// Write writes the labels as a Node Feature Discovery local feature file,
+// DIR/gpuctk, atomically: NFD's local source reads every file in
+// /etc/kubernetes/node-feature-discovery/features.d and publishes its
+// key=value lines as node labels.
+func (l Labels) Write(dir string) (string, error) {
+	p := filepath.Join(dir, FeatureFile)
+	// NFD may not be installed yet: its folder is made as it would be.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("labels: %w", err)
+	}
+	data := append([]byte("# Written by gpuctk labels: NVIDIA GPU labels for Node Feature Discovery.\n"), l.Lines()...)
+	if err := atomicfile.WriteFile(p, data, 0o644); err != nil {
+		return "", fmt.Errorf("labels: %w", err)
+	}
+	return p, nil
+}

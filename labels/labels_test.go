@@ -1,0 +1,98 @@
+package labels
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// TestGolden compares the labels of simulated hosts under several configs
+// with testdata/NAME.txt (go test ./labels -update rewrites them).
+func TestGolden(t *testing.T) {
+	for _, tc := range []struct{ name, profile, toml string }{
+		{"dgx-a100-none", "dgx-a100", ""},
+		{"dgx-a100-mixed", "dgx-a100", "[kubernetes]\nmig-strategy = \"mixed\"\n"},
+		{"h100-single", "h100", "[kubernetes]\nmig-strategy = \"single\"\n"},
+		{"l40s-time-slicing", "l40s", "[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n"},
+		{"l40s-time-slicing-renamed", "l40s", "[kubernetes]\nrename-shared = true\n[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n"},
+		{"p100-mps", "p100", "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 8\n"},
+		{"h100-single-mps", "h100", "[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"mps\"\nreplicas = 2\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := offer.Resolve(fakehost.Host(t, tc.profile), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := For(set, cfg.Kubernetes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := l.Lines()
+			golden := filepath.Join("testdata", tc.name+".txt")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./labels -update writes it)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("labels differ from %s:\n got:\n%s\nwant:\n%s", golden, got, want)
+			}
+		})
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	p, err := Labels{"nvidia.com/gpu.count": "2", "nvidia.com/gpu.present": "true"}.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(string(data), "\nnvidia.com/gpu.count=2\nnvidia.com/gpu.present=true\n") || filepath.Base(p) != FeatureFile {
+		t.Errorf("%s:\n%s", p, data)
+	}
+	// A missing features.d is made; a file in its way is an error.
+	if _, err := (Labels{}).Write(filepath.Join(dir, "missing", "dir")); err != nil {
+		t.Errorf("write to a missing folder: %v", err)
+	}
+	if _, err := (Labels{}).Write(p); err == nil || !strings.Contains(err.Error(), "labels: ") {
+		t.Errorf("write under a file: %v", err)
+	}
+}
+
+func TestSliceCountsAndFamily(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		gi, ci  int
+	}{{"1g.5gb", 1, 1}, {"3g.20gb", 3, 3}, {"1c.3g.20gb", 3, 1}, {"1g.10gb+me", 1, 1}, {"7g.80gb", 7, 7}} {
+		if gi, ci := sliceCounts(tc.profile); gi != tc.gi || ci != tc.ci {
+			t.Errorf("%s: %d, %d; want %d, %d", tc.profile, gi, ci, tc.gi, tc.ci)
+		}
+	}
+	for _, tc := range []struct {
+		cc, want string
+	}{{"6.0", "pascal"}, {"7.0", "volta"}, {"7.5", "turing"}, {"8.0", "ampere"}, {"8.6", "ampere"}, {"8.9", "ada-lovelace"}, {"9.0", "hopper"}, {"10.0", "blackwell"}, {"", "undefined"}} {
+		if got := family(computeCapability(tc.cc)); got != tc.want {
+			t.Errorf("%q: %s, want %s", tc.cc, got, tc.want)
+		}
+	}
+}
