@@ -10,8 +10,8 @@ import (
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 func fakeRoot(t *testing.T, profile string) (string, *inventory.Profile) {

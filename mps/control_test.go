@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // dgxDevices resolves sharing entries on the dgx-a100 profile and returns

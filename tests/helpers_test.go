@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // busyboxRoot returns a root file system holding busybox and, when

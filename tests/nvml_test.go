@@ -12,8 +12,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
 

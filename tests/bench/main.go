@@ -15,8 +15,8 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispecs "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/internal/ldcache"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 func main() {
