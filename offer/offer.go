@@ -159,8 +159,12 @@ func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
 	// "gpu:mig" alone names MIG devices only. nil is the default (index
 	// names), as in a Config built in code.
 	if len(replicaNames(d, cfg.CDI.ReplicaNames)) == 0 {
-		return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s no name: add "index" or "uuid"`,
-			s.Origin, cfg.CDI.ReplicaNames, d)
+		where := "config"
+		if cfg.Path != "" {
+			where += " " + cfg.Path
+		}
+		return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
+			where, cfg.CDI.ReplicaNames, d, i+1)
 	}
 	if !s.IsMPS() {
 		return s, nil

@@ -66,7 +66,7 @@ replica-names = ["gpu:mig"]
 devices = ["mig-0", "1"]
 strategy = "time-slicing"
 replicas = 2
-`, err: `[cdi] "replica-names" ["gpu:mig"] gives the replicas of GPU 1 no name: add "index" or "uuid"`},
+`, err: `[cdi] "replica-names" ["gpu:mig"] gives the replicas of GPU 1 (shared by [[sharing]] entry 1) no name: add "index" or "uuid"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Parse([]byte(tc.toml))

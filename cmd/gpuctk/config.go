@@ -35,7 +35,7 @@ func configCommand() *cli.Command {
 
 func configImport(c *cli.Context) error {
 	if c.NArg() != 1 {
-		return fmt.Errorf("want one FILE (- for stdin), got %d arguments", c.NArg())
+		return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("want one FILE (- for stdin), got %d arguments", c.NArg())}
 	}
 	name := c.Args().First()
 	var r io.Reader = os.Stdin

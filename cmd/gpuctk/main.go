@@ -3,7 +3,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/urfave/cli/v2"
@@ -20,8 +19,8 @@ func main() {
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
 	}
+	strict(app)
 	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "gpuctk:", err)
-		os.Exit(1)
+		os.Exit(report(os.Stderr, err))
 	}
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// usageError is a mistake in how gpuctk was called (an unknown flag or
+// command, an argument too many): exit status 2, with usage on stderr and
+// nothing on stdout, so a redirect never leaves a broken file.
+type usageError struct {
+	cmd string // "gpuctk cdi generate"
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// strict makes app report every usage mistake as a *usageError: unknown
+// flags, unknown commands (with the closest one suggested) and arguments
+// given to commands that take none.
+func strict(app *cli.App) {
+	onUsage := func(c *cli.Context, err error, _ bool) error {
+		flags := c.App.Flags
+		if c.Command != nil {
+			flags = c.Command.Flags
+		}
+		const undefined = "flag provided but not defined: -"
+		if name, ok := strings.CutPrefix(err.Error(), undefined); ok && cli.SuggestFlag != nil {
+			if s := cli.SuggestFlag(flags, strings.TrimLeft(name, "-"), false); s != "" {
+				err = fmt.Errorf("unknown flag %q: did you mean %s?", strings.TrimLeft(name, "-"), s)
+			}
+		}
+		return &usageError{cmd: c.Command.HelpName, err: err}
+	}
+	var notFound error
+	app.OnUsageError = onUsage
+	app.Suggest = true
+	app.ExitErrHandler = func(*cli.Context, error) {} // main decides the exit status
+	app.CommandNotFound = func(c *cli.Context, name string) {
+		cmds, where := c.App.Commands, c.App.Name
+		if c.Command != nil && c.Command.Name != "" {
+			cmds, where = c.Command.Subcommands, c.Command.HelpName
+		}
+		msg := fmt.Sprintf("%q is not a command of %s", name, where)
+		if cli.SuggestCommand != nil {
+			if s := cli.SuggestCommand(cmds, name); s != "" {
+				msg += ": " + strings.TrimSuffix(strings.ToLower(s[:1])+s[1:], "?") + "?"
+			}
+		}
+		notFound = &usageError{cmd: where, err: errors.New(msg)}
+	}
+	var walk func(cmds []*cli.Command)
+	walk = func(cmds []*cli.Command) {
+		for _, cmd := range cmds {
+			cmd.OnUsageError = onUsage
+			if cmd.Action != nil && cmd.ArgsUsage == "" {
+				action := cmd.Action
+				cmd.Action = func(c *cli.Context) error {
+					if c.NArg() > 0 {
+						return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("unexpected argument %q", c.Args().First())}
+					}
+					return action(c)
+				}
+			}
+			walk(cmd.Subcommands)
+		}
+	}
+	walk(app.Commands)
+	// CommandNotFound cannot return an error: hand it to Run's caller.
+	app.After = func(*cli.Context) error { return notFound }
+}
+
+// report prints err to stderr the way its kind asks and returns the exit
+// status: 2 for usage mistakes (with where to find the usage), 1 otherwise.
+func report(stderr io.Writer, err error) int {
+	var u *usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "gpuctk: %v\nRun '%s --help' for usage.\n", u.err, u.cmd)
+		return 2
+	}
+	fmt.Fprintln(stderr, "gpuctk:", err)
+	return 1
+}
