@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
 // ConfigEnv names the variable that points gpuctk-runtime at a
@@ -186,12 +187,9 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		}
 		return fmt.Errorf("bundle %s: %w", bundle, err)
 	}
-	doc, err := parseObject(data, "")
+	doc, err := parseDocument(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	if doc == nil {
-		return fmt.Errorf("%s: not a valid OCI spec: the document is null, want an object", path)
 	}
 	// The members that say whether the container asks for devices first;
 	// most containers ask for nothing.
@@ -398,6 +396,10 @@ func jsonError(data []byte, err error) error {
 			want = "a number"
 		}
 		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+	}
+	var dup *jsonobj.DuplicateKeyError
+	if errors.As(err, &dup) {
+		return err
 	}
 	var se *json.SyntaxError
 	if !errors.As(err, &se) {
