@@ -246,7 +246,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if req.commonOnly {
 		log.Infof("create %s: injected the driver of %s without devices (%s)", inv.id, kind, req.source)
 	} else {
-		log.Infof("create %s: injected %s (from %s)", inv.id, strings.Join(req.devices, ", "), req.source)
+		log.Infof("create %s: injected %s (from %s)", inv.id, list(req.devices), req.source)
 	}
 	return nil
 }
@@ -272,7 +272,7 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
 		case ok:
 			if err := edits.Apply(spec); err != nil {
-				return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+				return fmt.Errorf("inject %s: %w", list(req.devices), err)
 			}
 			return nil
 		}
@@ -292,7 +292,7 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
 	}
 	if err != nil {
-		return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+		return fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
 	return nil
 }
@@ -339,7 +339,7 @@ func unknownDevices(unknown []string, req *request, dirs, have, errs []string) e
 		what = "devices"
 	}
 	return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
-		what, strings.Join(unknown, ", "), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
+		what, list(unknown), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
 }
 
 // specErrors lists the specs that failed to load: a device they would have
