@@ -223,7 +223,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := r.inject(&e.spec, req, kind); err != nil {
+	if err := r.inject(&e.spec, req, kind, log); err != nil {
 		return err
 	}
 	setVoid(&e.spec)
@@ -254,19 +254,26 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 // inject resolves the request and applies the edits: from the resolved-
 // device cache when it can answer, else through the CDI library, whose
 // answer then fills the cache.
-func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
+func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logger) error {
 	dirs := r.cfg.CDI.SpecDirs
 	if req.commonOnly {
 		return r.injectCommon(spec, req, kind)
 	}
-	cacheDir := r.cfg.Runtime.CacheDir
-	if cacheDir != "" && !usableCacheDir(cacheDir) {
-		cacheDir = ""
+	var root *os.Root
+	if r.cfg.Runtime.CacheDir != "" {
+		var err error
+		if root, err = openCache(r.cfg.Runtime.CacheDir); err != nil {
+			log.Debugf("no device cache: %v", err)
+			root = nil
+		} else {
+			defer root.Close()
+		}
 	}
 	var fp string
-	if cacheDir != "" {
+	var replace bool
+	if root != nil {
 		fp, _ = fingerprint(dirs)
-		edits, unknown, index, ok := cachedEdits(filepath.Join(cacheDir, fp), req.devices)
+		edits, unknown, index, ok, found := cachedEdits(root, fp, req.devices)
 		switch {
 		case ok && len(unknown) > 0:
 			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
@@ -276,15 +283,16 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 			}
 			return nil
 		}
+		replace = found
 	}
 	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
 	// Cache what the library read only if the specs are what the
 	// fingerprint describes: unchanged while it read them, and not changed
 	// so recently that a rewrite within the same timestamp tick (a jiffy,
 	// 10 ms at most) would go unseen.
-	if cacheDir != "" {
+	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(cacheDir, fp, cache)
+			writeCache(root, fp, cache, replace)
 		}
 	}
 	unresolved, err := cache.InjectDevices(spec, req.devices...)

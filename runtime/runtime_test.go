@@ -443,15 +443,15 @@ func TestCache(t *testing.T) {
 		}
 	})
 
-	t.Run("a cache dir others can write is not used", func(t *testing.T) {
+	t.Run("a cache dir others can write is made private", func(t *testing.T) {
 		f := newFixture(t, withEnv("0"))
 		os.Mkdir(f.rt.cfg.Runtime.CacheDir, 0o777)
 		os.Chmod(f.rt.cfg.Runtime.CacheDir, 0o777)
 		if err := run(f, nil); err != nil {
 			t.Fatal(err)
 		}
-		if entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir); len(entries) != 0 {
-			t.Errorf("wrote %v into a world-writable cache dir", entries)
+		if fi, err := os.Stat(f.rt.cfg.Runtime.CacheDir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("cache dir after create: %v, %v; want mode 0700", fi.Mode(), err)
 		}
 	})
 }
