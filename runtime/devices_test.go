@@ -201,7 +201,8 @@ func TestParseArgs(t *testing.T) {
 			invocation{command: "create", bundle: "/b", id: "ctr3"}},
 		{[]string{"create", "--", "-odd-id"}, invocation{command: "create", id: "-odd-id"}},
 		{[]string{"--root", "/r", "start", "--bundle", "/b", "ctr"}, invocation{command: "start"}},
-		{[]string{"--version"}, invocation{}},
+		{[]string{"--version"}, invocation{version: true}},
+		{[]string{"-v"}, invocation{version: true}},
 		{nil, invocation{}},
 	}
 	for _, tt := range tests {

@@ -52,9 +52,12 @@ func parseDocument(data []byte) (*object, error) {
 	return &object{Object: o}, nil
 }
 
-// mapMembers are the members runc decodes into Go maps, whose keys are
-// case-sensitive: only a key repeated exactly is ambiguous there.
-var mapMembers = map[string]bool{"annotations": true, "linux.netDevices": true}
+// mapMember says whether runc decodes the member at path into a Go map,
+// whose keys are case-sensitive: only a key repeated exactly is ambiguous
+// there.
+func mapMember(path string) bool {
+	return path == "annotations" || path == "linux.netDevices"
+}
 
 // decode decodes member key, if present, into dst, refusing repeated
 // keys at any depth. A nil object has no members.
@@ -68,7 +71,7 @@ func (o *object) decode(key string, dst any) error {
 	}
 	path := o.MemberPath(key)
 	match := jsonobj.Fold
-	if mapMembers[path] {
+	if mapMember(path) {
 		match = jsonobj.Exact
 	}
 	if err := jsonobj.CheckKeys(raw, path, match); err != nil {

@@ -23,24 +23,14 @@ import (
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
-// ConfigEnv names the variable that points gpuctk-runtime at a
-// configuration file other than config.DefaultPath.
-const ConfigEnv = "GPUCTK_CONFIG"
-
-// loadConfig reads the file $GPUCTK_CONFIG names, which must exist, or
-// else config.DefaultPath, which may be missing.
-func loadConfig() (*config.Config, error) {
-	if p := os.Getenv(ConfigEnv); p != "" {
-		return config.Load(p, true)
-	}
-	return config.Load(config.DefaultPath, false)
-}
-
 // Runtime is one invocation of gpuctk-runtime.
 type Runtime struct {
-	cfg  *config.Config
-	exec func(path string, argv, env []string) error
-	env  []string
+	cfg *config.Config
+	// cfgErr is why the configuration could not be loaded: create fails
+	// with it, other commands run with the defaults.
+	cfgErr error
+	exec   func(path string, argv, env []string) error
+	env    []string
 }
 
 // Option configures a Runtime.
@@ -48,6 +38,12 @@ type Option func(*Runtime)
 
 // WithConfig sets the configuration (default: config.Default()).
 func WithConfig(c *config.Config) Option { return func(r *Runtime) { r.cfg = c } }
+
+// WithConfigError says the configuration could not be loaded. A broken
+// configuration fails create, in runc's log too, but not the other
+// commands, with config.Default(): it must not keep containers from being
+// stopped and deleted.
+func WithConfigError(err error) Option { return func(r *Runtime) { r.cfgErr = err } }
 
 // WithExec replaces syscall.Exec, for tests: the function gets the real
 // runtime's path, its argv and its environment.
@@ -67,25 +63,6 @@ func New(opts ...Option) *Runtime {
 	return r
 }
 
-// Main is gpuctk-runtime: it loads the configuration and runs args. A broken
-// configuration fails create, in runc's log too, but not the other
-// commands: it must not keep containers from being stopped and deleted.
-func Main(args []string) error {
-	s, err := loadConfig()
-	if err != nil {
-		inv := parseArgs(args)
-		if inv.command == "create" {
-			err = fmt.Errorf("create %s: %w", inv.id, err)
-			log := newLogger("", inv)
-			log.Errorf("%v", err)
-			log.Close()
-			return err
-		}
-		s = config.Default()
-	}
-	return New(WithConfig(s)).Run(args)
-}
-
 // Run handles a runc command line (without the program name): it prepares
 // the bundle on create, then execs the real runtime with args untouched.
 // It returns only on error, or after a replaced exec returns.
@@ -100,6 +77,13 @@ func (r *Runtime) Run(args []string) error {
 		return r.execv(real, args)
 	}
 
+	if r.cfgErr != nil {
+		err := fmt.Errorf("create %s: %w", inv.id, r.cfgErr)
+		log := newLogger("", inv)
+		log.Errorf("%v", err)
+		log.Close()
+		return err
+	}
 	log := newLogger(r.cfg.Runtime.LogFile, inv)
 	defer log.Close()
 	real, err := r.realRuntime()
@@ -132,7 +116,7 @@ func (r *Runtime) fail(inv invocation, err error) {
 
 // systemDirs are searched after PATH: podman runs the runtime's delete
 // with no PATH at all.
-var systemDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+const systemDirs = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // realRuntime finds the first configured runtime on PATH or in the system
 // folders, skipping this binary in case it was installed under one of
@@ -145,7 +129,7 @@ func (r *Runtime) realRuntime() (string, error) {
 	for _, name := range r.cfg.Runtime.Runtimes {
 		candidates := []string{name}
 		if !strings.Contains(name, "/") {
-			for _, d := range systemDirs {
+			for d := range strings.SplitSeq(systemDirs, ":") {
 				candidates = append(candidates, filepath.Join(d, name))
 			}
 		}
@@ -165,7 +149,7 @@ func (r *Runtime) realRuntime() (string, error) {
 		where = r.cfg.Path
 	}
 	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH or in %s (install runc or set [runtime] runtimes in %s)",
-		strings.Join(r.cfg.Runtime.Runtimes, ", "), strings.Join(systemDirs, ":"), where)
+		strings.Join(r.cfg.Runtime.Runtimes, ", "), systemDirs, where)
 }
 
 // create edits the bundle's config.json when the container asks for
@@ -378,18 +362,20 @@ func setVoid(spec *specs.Spec) {
 	spec.Process.Env = append(env, EnvVar+"=void")
 }
 
-// legacyHooks are the hooks of NVIDIA's container toolkit that docker adds
-// for --gpus; they would inject a second time, or fail without their driver
-// library.
-var legacyHooks = []string{"nvidia-container-runtime-hook", "nvidia-container-toolkit"}
-
+// dropLegacyHooks drops the hooks of NVIDIA's container toolkit that docker
+// adds for --gpus; they would inject a second time, or fail without their
+// driver library.
 func dropLegacyHooks(spec *specs.Spec) bool {
 	if spec.Hooks == nil {
 		return false
 	}
 	n := len(spec.Hooks.Prestart)
 	spec.Hooks.Prestart = slices.DeleteFunc(spec.Hooks.Prestart, func(h specs.Hook) bool {
-		return slices.Contains(legacyHooks, filepath.Base(h.Path))
+		switch filepath.Base(h.Path) {
+		case "nvidia-container-runtime-hook", "nvidia-container-toolkit":
+			return true
+		}
+		return false
 	})
 	return len(spec.Hooks.Prestart) != n
 }
