@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
 // docker adds the runtime to daemon.json and turns on CDI, keeping every
@@ -15,13 +16,13 @@ func docker(o Options, uninstall bool) ([]Change, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := parseObject(old)
+	cfg, err := parseObject(old, "", jsonobj.Fold)
 	if err != nil {
 		return nil, fmt.Errorf("docker config %s: %w", o.Config, err)
 	}
-	runtimes, err := parseObject(cfg.get("runtimes"))
+	runtimes, err := member(cfg, "runtimes", jsonobj.Exact)
 	if err != nil {
-		return nil, fmt.Errorf("docker config %s: runtimes: %w", o.Config, err)
+		return nil, fmt.Errorf("docker config %s: %w", o.Config, err)
 	}
 	if uninstall {
 		if old == nil {
@@ -29,43 +30,43 @@ func docker(o Options, uninstall bool) ([]Change, error) {
 		}
 		// What the user had before configure, from the backup of the
 		// file as it was then.
-		var orig, origRuntimes object
+		var orig, origRuntimes *jsonobj.Object
 		if bak, err := readFile(o.Config + BackupSuffix); err == nil {
-			if orig, err = parseObject(bak); err == nil {
-				origRuntimes, _ = parseObject(orig.get("runtimes"))
+			if orig, err = parseObject(bak, "", jsonobj.Fold); err == nil {
+				origRuntimes, _ = member(orig, "runtimes", jsonobj.Exact)
 			}
 		}
-		if rt := origRuntimes.get(o.Name); rt != nil {
-			runtimes.set(o.Name, rt)
+		if rt, ok := origRuntimes.Get(o.Name); ok {
+			runtimes.Set(o.Name, rt)
 		} else {
-			runtimes.del(o.Name)
+			runtimes.Delete(o.Name)
 		}
-		if len(runtimes) == 0 {
-			cfg.del("runtimes")
+		if runtimes.Len() == 0 {
+			cfg.Delete("runtimes")
 		} else {
-			cfg.set("runtimes", runtimes.marshal())
+			cfg.Set("runtimes", runtimes.Bytes())
 		}
-		if string(cfg.get("default-runtime")) == jsonString(o.Name) {
-			if def := orig.get("default-runtime"); def != nil {
-				cfg.set("default-runtime", def)
+		if def, _ := cfg.Get("default-runtime"); string(def) == jsonString(o.Name) {
+			if def, ok := orig.Get("default-runtime"); ok {
+				cfg.Set("default-runtime", def)
 			} else {
-				cfg.del("default-runtime")
+				cfg.Delete("default-runtime")
 			}
 		}
-		return jsonChange(o.Config, old, cfg.indent()), nil
+		return jsonChange(o.Config, old, cfg.Indent("    ")), nil
 	}
-	features, err := parseObject(cfg.get("features"))
+	features, err := member(cfg, "features", jsonobj.Exact)
 	if err != nil {
-		return nil, fmt.Errorf("docker config %s: features: %w", o.Config, err)
+		return nil, fmt.Errorf("docker config %s: %w", o.Config, err)
 	}
-	runtimes.set(o.Name, []byte(`{"path":`+jsonString(o.Path)+`}`))
-	cfg.set("runtimes", runtimes.marshal())
-	features.set("cdi", []byte("true"))
-	cfg.set("features", features.marshal())
+	runtimes.Set(o.Name, []byte(`{"path":`+jsonString(o.Path)+`}`))
+	cfg.Set("runtimes", runtimes.Bytes())
+	features.Set("cdi", []byte("true"))
+	cfg.Set("features", features.Bytes())
 	if o.SetAsDefault {
-		cfg.set("default-runtime", []byte(jsonString(o.Name)))
+		cfg.Set("default-runtime", []byte(jsonString(o.Name)))
 	}
-	return jsonChange(o.Config, old, cfg.indent()), nil
+	return jsonChange(o.Config, old, cfg.Indent("    ")), nil
 }
 
 // jsonChange is change for a JSON file of the user's: the same content,
@@ -78,103 +79,42 @@ func jsonChange(path string, old, data []byte) []Change {
 	return change(path, old, data, true)
 }
 
-// object is a JSON object that keeps the order of its members.
-type object []member
-
-type member struct {
-	key string
-	val json.RawMessage
-}
-
-// parseObject reads a JSON object; empty input or null is an empty one.
-func parseObject(data []byte) (object, error) {
-	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
-		return nil, nil
+// parseObject reads daemon.json or one of its members; empty input or
+// null is an empty object. dockerd decodes the file into a struct, whose
+// keys match case-insensitively, and runtimes and features into maps: a
+// key twice, or two spellings of one field, would leave dockerd reading
+// another value than the one we edit, so they are refused.
+func parseObject(data []byte, path string, m jsonobj.Match) (*jsonobj.Object, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return jsonobj.New(path, m), nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object: %w", jsonErr(err))
-	}
-	var o object
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, jsonErr(err)
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, jsonErr(err)
-		}
-		o.set(t.(string), v)
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, jsonErr(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("text after the JSON object")
+	o, err := jsonobj.Parse(data, path, m)
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return nil, fmt.Errorf("not valid JSON at byte %d: %w", se.Offset, err)
+	case errors.As(err, &te):
+		return nil, fmt.Errorf("not a JSON object: %s is %s", pathName(path), te.Value)
+	case err != nil:
+		return nil, err
+	case o == nil:
+		return jsonobj.New(path, m), nil
 	}
 	return o, nil
 }
 
-func jsonErr(err error) error {
-	if err == nil {
-		return errors.New("unexpected token")
+func pathName(path string) string {
+	if path == "" {
+		return "the file"
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Errorf("not valid JSON at byte %d: %w", se.Offset, err)
-	}
-	return err
+	return path
 }
 
-func (o object) get(key string) json.RawMessage {
-	for _, m := range o {
-		if m.key == key {
-			return m.val
-		}
-	}
-	return nil
-}
-
-func (o *object) set(key string, val json.RawMessage) {
-	for i, m := range *o {
-		if m.key == key {
-			(*o)[i].val = val
-			return
-		}
-	}
-	*o = append(*o, member{key, val})
-}
-
-func (o *object) del(key string) {
-	for i, m := range *o {
-		if m.key == key {
-			*o = append((*o)[:i], (*o)[i+1:]...)
-			return
-		}
-	}
-}
-
-func (o object) marshal() json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(jsonString(m.key))
-		b.WriteByte(':')
-		b.Write(m.val)
-	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-func (o object) indent() []byte {
-	var b bytes.Buffer
-	json.Indent(&b, o.marshal(), "", "    ")
-	b.WriteByte('\n')
-	return b.Bytes()
+// member is the member of o at key, as parsed from o.
+func member(o *jsonobj.Object, key string, m jsonobj.Match) (*jsonobj.Object, error) {
+	raw, _ := o.Get(key)
+	return parseObject(raw, o.MemberPath(key), m)
 }
 
 func jsonString(s string) string {

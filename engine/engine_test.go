@@ -220,6 +220,11 @@ func TestPlanBadInput(t *testing.T) {
 	os.WriteFile(badJSON, []byte(`{"runtimes": {"x": 1,}}`), 0o644)
 	list := filepath.Join(dir, "list.json")
 	os.WriteFile(list, []byte(`[1]`), 0o644)
+	// dockerd would read the last of the two, not the one we edit.
+	twice := filepath.Join(dir, "twice.json")
+	os.WriteFile(twice, []byte(`{"runtimes": {"nvidia": {"path": "/a"}, "nvidia": {"path": "/b"}}}`), 0o644)
+	cased := filepath.Join(dir, "cased.json")
+	os.WriteFile(cased, []byte(`{"default-runtime": "runc", "Default-Runtime": "crun"}`), 0o644)
 	tests := []struct {
 		engine  string
 		o       Options
@@ -231,6 +236,8 @@ func TestPlanBadInput(t *testing.T) {
 		{"crio", Options{Path: runtimePath, Config: bad, DropIn: filepath.Join(dir, "d.conf")}, "CRI-O config " + bad + ": line 2 column"},
 		{"docker", Options{Path: runtimePath, Config: badJSON}, "docker config " + badJSON + ": not valid JSON at byte"},
 		{"docker", Options{Path: runtimePath, Config: list}, "docker config " + list + ": not a JSON object"},
+		{"docker", Options{Path: runtimePath, Config: twice}, "docker config " + twice + `: duplicate key "nvidia" in runtimes`},
+		{"docker", Options{Path: runtimePath, Config: cased}, "docker config " + cased + `: keys "default-runtime" and "Default-Runtime" in the top-level object differ only in letter case`},
 	}
 	for _, tt := range tests {
 		_, _, err := Plan(tt.engine, tt.o, false)
@@ -238,7 +245,7 @@ func TestPlanBadInput(t *testing.T) {
 			t.Errorf("Plan(%s) error = %v, want one line containing %q", tt.engine, err, tt.wantErr)
 		}
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 5 {
 		t.Errorf("bad input left files: %v", entries)
 	}
 }

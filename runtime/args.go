@@ -9,17 +9,37 @@ type invocation struct {
 	logFile   string // runc's global --log
 	logFormat string // runc's global --log-format: text or json
 	debug     bool   // runc's global --debug
+	version   bool   // runc's global --version or -v
 
 	// Of create only.
 	bundle string
 	id     string
 }
 
-// runc's global options that take a value; the others are booleans.
-var globalValueFlags = map[string]bool{"log": true, "log-format": true, "root": true, "criu": true, "rootless": true}
+// globalValueFlag says whether runc's global option name takes a value;
+// the others are booleans.
+func globalValueFlag(name string) bool {
+	switch name {
+	case "log", "log-format", "root", "criu", "rootless":
+		return true
+	}
+	return false
+}
 
-// runc create's options that take a value.
-var createValueFlags = map[string]bool{"bundle": true, "b": true, "console-socket": true, "pid-file": true, "preserve-fds": true, "pidfd-socket": true}
+// createValueFlag says whether runc create's option name takes a value.
+func createValueFlag(name string) bool {
+	switch name {
+	case "bundle", "b", "console-socket", "pid-file", "preserve-fds", "pidfd-socket":
+		return true
+	}
+	return false
+}
+
+// VersionRequested says whether args ask for the version (runc's global
+// --version or -v), which runc prints instead of running a command.
+func VersionRequested(args []string) bool {
+	return parseArgs(args).version
+}
 
 // parseArgs reads runc's command line: global options, the command, the
 // command's options and arguments. Like runc (urfave/cli), it accepts one
@@ -33,7 +53,7 @@ func parseArgs(args []string) invocation {
 			break
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if globalValueFlags[name] && !hasVal && i+1 < len(args) {
+		if globalValueFlag(name) && !hasVal && i+1 < len(args) {
 			i++
 			val = args[i]
 		}
@@ -44,6 +64,8 @@ func parseArgs(args []string) invocation {
 			inv.logFormat = val
 		case "debug":
 			inv.debug = !hasVal || val == "true"
+		case "version", "v":
+			inv.version = true
 		}
 	}
 	if i < len(args) && args[i] == "--" {
@@ -72,7 +94,7 @@ func parseArgs(args []string) invocation {
 			continue
 		}
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if createValueFlags[name] && !hasVal && j+1 < len(rest) {
+		if createValueFlag(name) && !hasVal && j+1 < len(rest) {
 			j++
 			val = rest[j]
 		}

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,22 +84,83 @@ func fingerprint(dirs []string) (string, time.Time) {
 	return hex.EncodeToString(h.Sum(nil)[:16]), newest
 }
 
-// usableCacheDir makes the cache dir, or accepts an existing one, only if
-// it is ours and nobody else can write it: its content goes into
-// containers.
-func usableCacheDir(dir string) bool {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return false
+// openCache opens the cache folder, making it (0700) where it is missing,
+// through os.Root, so that nothing in it leads outside. It refuses a
+// folder it did not make: a symlink, something not a folder, or a folder
+// of another user's; those are left alone, and creates go without a cache.
+// A folder of ours that others may read or write is made 0700 again (its
+// content goes into containers), and readCacheFile trusts no file another
+// user may have put there meanwhile.
+func openCache(dir string) (*os.Root, error) {
+	dir = filepath.Clean(dir)
+	parent, base := filepath.Split(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return false
+	p, err := os.OpenRoot(parent)
+	if err != nil {
+		return nil, err
 	}
-	fi, err := os.Stat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
-		return false
+	defer p.Close()
+	if err := p.Mkdir(base, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
 	}
+	fi, err := p.Lstat(base)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("cache folder %s is a %v, not a folder: left alone", dir, fi.Mode().Type())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("cache folder %s belongs to another user: left alone", dir)
+	}
+	r, err := p.OpenRoot(base)
+	if err != nil {
+		return nil, err
+	}
+	// The folder checked is the folder opened: not swapped in between.
+	if now, err := r.Stat("."); err != nil || !os.SameFile(fi, now) {
+		r.Close()
+		return nil, fmt.Errorf("cache folder %s changed while it was opened", dir)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		if err := r.Chmod(".", 0o700); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// maxCacheFile bounds what a cache file may hold: the largest host's
+// device edits are a few KiB.
+const maxCacheFile = 4 << 20
+
+// readCacheFile reads a regular file of the cache, refusing a symlink, a
+// FIFO (opened without blocking) or an oversized file.
+func readCacheFile(r *os.Root, name string) ([]byte, error) {
+	if fi, err := r.Lstat(name); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %v", name, fi.Mode().Type())
+	}
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// Only files of our own: one planted while the folder was open to
+	// others is another user's.
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && int(st.Uid) == os.Geteuid()
+	if !fi.Mode().IsRegular() || fi.Size() > maxCacheFile || !ok || int(st.Uid) != os.Geteuid() {
+		return nil, fmt.Errorf("%s is not a cache file", name)
+	}
+	return io.ReadAll(io.LimitReader(f, maxCacheFile))
 }
 
 func deviceFile(name string) string {
@@ -104,28 +168,32 @@ func deviceFile(name string) string {
 	return strings.ReplaceAll(name, "/", "%2F") + ".json"
 }
 
-// cachedEdits returns the edits of devices from the cache entry at dir, in
+// cachedEdits returns the edits of devices from the cache entry fp, in
 // the order the CDI library applies them: a spec's common edits before its
 // first device's. unknown lists devices the entry knows not to exist, with
-// the index for the message. ok is false when the entry cannot answer.
-func cachedEdits(dir string, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok bool) {
+// the index for the message. ok is false when the entry cannot answer;
+// found says whether there was an entry at all.
+func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok, found bool) {
+	if _, err := r.Lstat(fp); err != nil {
+		return nil, nil, nil, false, false
+	}
 	edits = &cdi.ContainerEdits{ContainerEdits: &cdispec.ContainerEdits{}}
 	seen := map[int]bool{}
 	for _, name := range devices {
 		var d cachedDevice
-		data, err := os.ReadFile(filepath.Join(dir, "devices", deviceFile(name)))
+		data, err := readCacheFile(r, path.Join(fp, "devices", deviceFile(name)))
 		if errors.Is(err, fs.ErrNotExist) {
 			unknown = append(unknown, name)
 			continue
 		}
 		if err != nil || json.Unmarshal(data, &d) != nil {
-			return nil, nil, nil, false
+			return nil, nil, nil, false, true
 		}
 		if !seen[d.Spec] {
 			var common cdispec.ContainerEdits
-			data, err := os.ReadFile(filepath.Join(dir, "specs", fmt.Sprintf("%d.json", d.Spec)))
+			data, err := readCacheFile(r, path.Join(fp, "specs", fmt.Sprintf("%d.json", d.Spec)))
 			if err != nil || json.Unmarshal(data, &common) != nil {
-				return nil, nil, nil, false
+				return nil, nil, nil, false, true
 			}
 			edits.Append(&cdi.ContainerEdits{ContainerEdits: &common})
 			seen[d.Spec] = true
@@ -133,33 +201,34 @@ func cachedEdits(dir string, devices []string) (edits *cdi.ContainerEdits, unkno
 		edits.Append(&cdi.ContainerEdits{ContainerEdits: &d.Edits})
 	}
 	if len(unknown) == 0 {
-		return edits, nil, nil, true
+		return edits, nil, nil, true, true
 	}
 	// A device file can be missing because the entry is being removed:
 	// believe it only when the index says the device does not exist.
 	index = &cacheIndex{}
-	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	data, err := readCacheFile(r, path.Join(fp, "index.json"))
 	if err != nil || json.Unmarshal(data, index) != nil {
-		return nil, nil, nil, false
+		return nil, nil, nil, false, true
 	}
 	for _, name := range unknown {
 		if _, found := slices.BinarySearch(index.Devices, name); found {
-			return nil, nil, nil, false
+			return nil, nil, nil, false, true
 		}
 	}
-	return nil, unknown, index, true
+	return nil, unknown, index, true, true
 }
 
-// writeCache stores what the library resolved as the entry fp, then
-// removes older entries. It is best-effort: a failure costs speed only.
-func writeCache(cacheDir, fp string, cache *cdi.Cache) error {
-	tmp, err := os.MkdirTemp(cacheDir, ".new-")
+// writeCache stores what the library resolved as the entry fp, replacing
+// an entry of that name that could not answer (replace), then removes
+// older entries. It is best-effort: a failure costs speed only.
+func writeCache(r *os.Root, fp string, cache *cdi.Cache, replace bool) error {
+	tmp, err := mkdirTemp(r)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer removeEntry(r, tmp)
 	for _, d := range []string{"specs", "devices"} {
-		if err := os.Mkdir(filepath.Join(tmp, d), 0o700); err != nil {
+		if err := r.Mkdir(path.Join(tmp, d), 0o700); err != nil {
 			return err
 		}
 	}
@@ -179,40 +248,124 @@ func writeCache(cacheDir, fp string, cache *cdi.Cache) error {
 		if !ok {
 			id = len(specIDs)
 			specIDs[s] = id
-			if err := writeJSON(filepath.Join(tmp, "specs", fmt.Sprintf("%d.json", id)), s.ContainerEdits); err != nil {
+			if err := writeJSON(r, path.Join(tmp, "specs", fmt.Sprintf("%d.json", id)), s.ContainerEdits); err != nil {
 				return err
 			}
 		}
-		if err := writeJSON(filepath.Join(tmp, "devices", deviceFile(name)), cachedDevice{Spec: id, Edits: d.ContainerEdits}); err != nil {
+		if err := writeJSON(r, path.Join(tmp, "devices", deviceFile(name)), cachedDevice{Spec: id, Edits: d.ContainerEdits}); err != nil {
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(tmp, "index.json"), index); err != nil {
+	if err := writeJSON(r, path.Join(tmp, "index.json"), index); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(cacheDir, fp)); err != nil {
-		// Another create got there first.
-		return nil
+	if err := r.Rename(tmp, fp); err != nil {
+		if !replace {
+			return nil // another create got there first
+		}
+		// A corrupt entry of this name: out with what is ours of it. What
+		// is not (a planted file) keeps it, and the rename fails again.
+		removeEntry(r, fp)
+		if err := r.Rename(tmp, fp); err != nil {
+			return err
+		}
 	}
-	entries, _ := os.ReadDir(cacheDir)
+	dir, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	entries, _ := dir.ReadDir(maxEntries)
 	for _, e := range entries {
-		if e.Name() == fp {
-			continue
+		name := e.Name()
+		if name == fp || !isEntryName(name) {
+			continue // not ours to remove
 		}
 		// A .new- entry is another create's work in progress, unless a
 		// crash left it behind.
-		if fi, err := e.Info(); strings.HasPrefix(e.Name(), ".new-") && (err != nil || time.Since(fi.ModTime()) < time.Minute) {
+		if fi, err := e.Info(); strings.HasPrefix(name, ".new-") && (err != nil || time.Since(fi.ModTime()) < time.Minute) {
 			continue
 		}
-		os.RemoveAll(filepath.Join(cacheDir, e.Name()))
+		removeEntry(r, name)
 	}
 	return nil
 }
 
-func writeJSON(path string, v any) error {
+// maxEntries bounds the names read from a cache folder, which holds a
+// handful of entries of a few files each unless something else put files
+// there.
+const maxEntries = 10000
+
+// isEntryName says whether name is one the cache gives its entries: a
+// fingerprint or a temporary folder.
+func isEntryName(name string) bool {
+	if strings.HasPrefix(name, ".new-") {
+		return true
+	}
+	if len(name) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(name)
+	return err == nil
+}
+
+// removeEntry removes the files the cache writes in entry, then the
+// folders if that left them empty: never a file of another's making.
+func removeEntry(r *os.Root, entry string) {
+	for _, sub := range []string{"specs", "devices"} {
+		d := path.Join(entry, sub)
+		if fi, err := r.Lstat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		f, err := r.Open(d)
+		if err != nil {
+			continue
+		}
+		names, _ := f.ReadDir(maxEntries)
+		f.Close()
+		for _, e := range names {
+			// A symlink in place of a file of ours goes too: removing it
+			// never touches what it points at.
+			if (e.Type().IsRegular() || e.Type() == fs.ModeSymlink) && strings.HasSuffix(e.Name(), ".json") {
+				r.Remove(path.Join(d, e.Name()))
+			}
+		}
+		r.Remove(d)
+	}
+	if fi, err := r.Lstat(path.Join(entry, "index.json")); err == nil && (fi.Mode().IsRegular() || fi.Mode().Type() == fs.ModeSymlink) {
+		r.Remove(path.Join(entry, "index.json"))
+	}
+	r.Remove(entry)
+}
+
+// mkdirTemp makes a new temporary entry folder in r (os.MkdirTemp has no
+// os.Root form).
+func mkdirTemp(r *os.Root) (string, error) {
+	for range 100 {
+		name := fmt.Sprintf(".new-%016x", rand.Uint64())
+		err := r.Mkdir(name, 0o700)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("no free temporary name in the cache folder")
+}
+
+func writeJSON(r *os.Root, name string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, 0o600)
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

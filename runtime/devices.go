@@ -5,6 +5,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -28,7 +29,14 @@ type request struct {
 	// commonOnly is NVIDIA_VISIBLE_DEVICES=none: the driver without any
 	// device, that is the specs' common edits alone.
 	commonOnly bool
+	seen       map[string]bool // devices, to add each once in linear time
 }
+
+// maxDevices bounds the distinct devices one container may ask for: the
+// largest host's spec, with every replica name, holds 1,345. Past it a
+// request is refused before any of it is resolved, so a variable naming a
+// million devices costs one pass over its text.
+const maxDevices = 4096
 
 // requested reads the device request of a container spec. The first source
 // that asks for anything wins: annotations, then the environment, then
@@ -62,16 +70,18 @@ func requested(spec *specs.Spec, kind string, acceptEnv bool) (*request, error) 
 		return fromMounts(spec.Mounts, kind)
 	}
 	r := &request{source: EnvVar}
-	for _, d := range strings.Split(val, ",") {
+	for d := range strings.SplitSeq(val, ",") {
 		d = strings.TrimSpace(d)
 		if d == "" {
 			continue
 		}
 		q, err := qualify(d, kind)
 		if err != nil {
-			return nil, fmt.Errorf("%s=%s: %w", EnvVar, val, err)
+			return nil, fmt.Errorf("%s=%s: %w", EnvVar, clip(val, 200), err)
 		}
-		r.add(q)
+		if err := r.add(q); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.devices) == 0 {
 		return nil, nil
@@ -79,10 +89,45 @@ func requested(spec *specs.Spec, kind string, acceptEnv bool) (*request, error) 
 	return r, nil
 }
 
-func (r *request) add(device string) {
-	if !slices.Contains(r.devices, device) {
-		r.devices = append(r.devices, device)
+func (r *request) add(device string) error {
+	if r.seen[device] {
+		return nil
 	}
+	if len(r.devices) == maxDevices {
+		return fmt.Errorf("%s asks for more than %d devices, more than any host has: name fewer, or `all`", r.source, maxDevices)
+	}
+	if r.seen == nil {
+		r.seen = map[string]bool{}
+	}
+	r.seen[device] = true
+	r.devices = append(r.devices, device)
+	return nil
+}
+
+// clip bounds a value quoted in a message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", s[:n], len(s)-n)
+}
+
+// list names items in a message: at most maxListed of them, each clipped.
+func list(items []string) string {
+	var b strings.Builder
+	for i, item := range items[:min(len(items), maxListed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(clip(item, 200))
+	}
+	if len(items) > maxListed {
+		fmt.Fprintf(&b, " and %d more", len(items)-maxListed)
+	}
+	return b.String()
 }
 
 // fromAnnotations reads cdi.k8s.io/ annotations, in key order; their
@@ -100,18 +145,20 @@ func fromAnnotations(annotations map[string]string) (*request, error) {
 	slices.Sort(keys)
 	r := &request{source: "annotation " + keys[0]}
 	if len(keys) > 1 {
-		r.source = "annotations " + strings.Join(keys, ", ")
+		r.source = "annotations " + list(keys)
 	}
 	for _, k := range keys {
-		for _, d := range strings.Split(annotations[k], ",") {
+		for d := range strings.SplitSeq(annotations[k], ",") {
 			d = strings.TrimSpace(d)
 			if d == "" {
 				continue
 			}
 			if _, _, _, err := parser.ParseQualifiedName(d); err != nil {
-				return nil, fmt.Errorf("annotation %s: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", k, d, err)
+				return nil, fmt.Errorf("annotation %s: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", clip(k, 200), clip(d, 200), err)
 			}
-			r.add(d)
+			if err := r.add(d); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(r.devices) == 0 {
@@ -148,9 +195,11 @@ func fromMounts(mounts []specs.Mount, kind string) (*request, error) {
 		}
 		q, err := qualify(name, kind)
 		if err != nil {
-			return nil, fmt.Errorf("mount %s: %w", m.Destination, err)
+			return nil, fmt.Errorf("mount %s: %w", clip(m.Destination, 200), err)
 		}
-		r.add(q)
+		if err := r.add(q); err != nil {
+			return nil, err
+		}
 	}
 	if len(r.devices) == 0 {
 		return nil, nil
@@ -164,15 +213,15 @@ func qualify(name, kind string) (string, error) {
 	if strings.Contains(name, "=") {
 		vendor, class, _, err := parser.ParseQualifiedName(name)
 		if err != nil {
-			return "", fmt.Errorf("%q is not a CDI device name: %w", name, err)
+			return "", fmt.Errorf("%q is not a CDI device name: %w", clip(name, 200), err)
 		}
 		if vendor+"/"+class != kind {
-			return "", fmt.Errorf("%q is not a %s device: name devices of other kinds with cdi.k8s.io/ annotations", name, kind)
+			return "", fmt.Errorf("%q is not a %s device: name devices of other kinds with cdi.k8s.io/ annotations", clip(name, 200), kind)
 		}
 		return name, nil
 	}
 	if err := parser.ValidateDeviceName(name); err != nil {
-		return "", fmt.Errorf("%q is not a device name (0, GPU-<uuid>, mig-0, 0:1, 0::1, all or vendor.com/class=name): %w", name, err)
+		return "", fmt.Errorf("%q is not a device name (0, GPU-<uuid>, mig-0, 0:1, 0::1, all or vendor.com/class=name): %w", clip(name, 200), err)
 	}
 	return kind + "=" + name, nil
 }

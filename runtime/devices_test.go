@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -87,8 +88,72 @@ func TestRequested(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got != nil {
+				got.seen = nil
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("requested = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestManyNames: 100,000 names are handled or refused in one line at
+// once, not in the minutes work quadratic in the names would take.
+func TestManyNames(t *testing.T) {
+	names := func(n int, name func(i int) string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(name(i))
+		}
+		return b.String()
+	}
+	const n = 100_000
+	distinct := names(n, func(i int) string { return fmt.Sprintf("mig-%d", i) })
+	qualified := names(n, func(i int) string { return fmt.Sprintf("nvidia.com/gpu=mig-%d", i) })
+	many := map[string]string{}
+	for i := range n {
+		many[fmt.Sprintf("cdi.k8s.io/p%d", i)] = fmt.Sprintf("nvidia.com/gpu=mig-%d", i)
+	}
+	tests := []struct {
+		name    string
+		spec    specs.Spec
+		devices int
+		wantErr string
+	}{
+		{"env distinct", specs.Spec{Process: &specs.Process{Env: []string{EnvVar + "=" + distinct}}}, 0,
+			"NVIDIA_VISIBLE_DEVICES asks for more than 4096 devices, more than any host has: name fewer, or `all`"},
+		{"env repeated", specs.Spec{Process: &specs.Process{Env: []string{EnvVar + "=" + names(n, func(int) string { return "mig-0" })}}}, 1, ""},
+		{"one annotation", specs.Spec{Annotations: map[string]string{"cdi.k8s.io/p": qualified}}, 0,
+			"annotation cdi.k8s.io/p asks for more than 4096 devices"},
+		{"many annotations", specs.Spec{Annotations: many}, 0,
+			"annotations cdi.k8s.io/p0, cdi.k8s.io/p1, cdi.k8s.io/p10, cdi.k8s.io/p100, cdi.k8s.io/p1000, cdi.k8s.io/p10000, cdi.k8s.io/p10001, cdi.k8s.io/p10002, cdi.k8s.io/p10003, cdi.k8s.io/p10004, cdi.k8s.io/p10005, cdi.k8s.io/p10006 and 99988 more asks for more than 4096 devices"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var got *request
+			var err error
+			go func() {
+				defer close(done)
+				got, err = requested(&tt.spec, "nvidia.com/gpu", true)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("still resolving after 5 s")
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.wantErr) || len(err.Error()) > 600 {
+					t.Fatalf("error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || len(got.devices) != tt.devices {
+				t.Fatalf("requested = %v, %v; want %d devices", got, err, tt.devices)
 			}
 		})
 	}
@@ -136,7 +201,8 @@ func TestParseArgs(t *testing.T) {
 			invocation{command: "create", bundle: "/b", id: "ctr3"}},
 		{[]string{"create", "--", "-odd-id"}, invocation{command: "create", id: "-odd-id"}},
 		{[]string{"--root", "/r", "start", "--bundle", "/b", "ctr"}, invocation{command: "start"}},
-		{[]string{"--version"}, invocation{}},
+		{[]string{"--version"}, invocation{version: true}},
+		{[]string{"-v"}, invocation{version: true}},
 		{nil, invocation{}},
 	}
 	for _, tt := range tests {

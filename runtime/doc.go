@@ -20,6 +20,9 @@
 // spec dirs, so that create reads a small file instead of parsing every
 // spec: see cache.go.
 //
+// The command line (configuration, --version) is cmd/gpuctk-runtime's;
+// this package holds the operations.
+//
 // Its log goes to files, never to the stdout its caller reads: the file in
 // [runtime] log-file of the configuration, and the file of runc's global
 // --log option in runc's format (--log-format text|json, lower-case levels)

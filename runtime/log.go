@@ -3,8 +3,10 @@ package runtime
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -20,14 +22,22 @@ type logger struct {
 type sink struct {
 	path string
 	json bool
-	f    *os.File
-	bad  bool
+	// own is the configured log file: never followed through a symlink.
+	// runc's --log is the engine's choice; it may also be a FIFO that the
+	// engine reads.
+	own bool
+	f   *os.File
+	bad bool
 }
+
+// maxMessage bounds one entry's message, in bytes: a message quotes
+// values from config.json, which the image controls.
+const maxMessage = 4096
 
 func newLogger(ownFile string, inv invocation) *logger {
 	l := &logger{debug: inv.debug}
 	if ownFile != "" {
-		l.sinks = append(l.sinks, &sink{path: ownFile})
+		l.sinks = append(l.sinks, &sink{path: ownFile, own: true})
 	}
 	if inv.logFile != "" && inv.logFile != ownFile {
 		l.sinks = append(l.sinks, &sink{path: inv.logFile, json: inv.logFormat == "json"})
@@ -49,13 +59,14 @@ func (l *logger) write(level, format string, a ...any) {
 	if len(a) > 0 {
 		msg = fmt.Sprintf(format, a...)
 	}
+	msg = clip(msg, maxMessage)
 	now := time.Now().UTC().Format(time.RFC3339Nano) // UTC: no time zone file to read on every create
 	for _, s := range l.sinks {
 		if s.bad {
 			continue
 		}
 		if s.f == nil {
-			f, err := os.OpenFile(s.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+			f, err := s.open()
 			if err != nil {
 				// Nowhere to say it; the caller still sees errors on stderr.
 				s.bad = true
@@ -85,4 +96,28 @@ func (l *logger) Close() {
 			s.f = nil
 		}
 	}
+}
+
+// open opens the log without blocking (a FIFO without a reader would hang
+// every create) and accepts only a regular file, or for runc's --log a
+// FIFO: a symlink, a device node or a folder planted at the path gets
+// nothing.
+func (s *sink) open() (*os.File, error) {
+	flags := os.O_WRONLY | os.O_APPEND | os.O_CREATE | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if s.own {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(s.path, flags, 0o640)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() && (s.own || fi.Mode().Type() != fs.ModeNamedPipe) {
+		err = fmt.Errorf("log %s is a %v, not a regular file", s.path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -5,72 +5,80 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
-// object is a JSON object of config.json decoded one level deep: each
-// member stays the bytes it was read as until it is set. A create decodes
-// only the members CDI edits read or write (process.env, process.user,
-// mounts, hooks, and linux's devices, resources.devices, netDevices,
-// intelRdt and namespaces) and writes back only those that changed, so
-// every other member, including members newer than the runtime-spec we
-// know, is kept byte for byte and in its place.
+// object is a JSON object of config.json decoded one level deep (see
+// jsonobj): each member stays the bytes it was read as until it is set. A
+// create decodes only the members CDI edits read or write (process.env,
+// process.user, mounts, hooks, and linux's devices, resources.devices,
+// netDevices, intelRdt and namespaces) and writes back only those that
+// changed, so every other member, including members newer than the
+// runtime-spec we know, is kept byte for byte and in its place.
 //
 // It is also what keeps create fast: in a fresh process, encoding/json
 // spends most of its time building per-type tables, and the tables of
 // specs.Process and specs.Linux (capabilities, rlimits, every cgroup
 // controller, seccomp, ...) cost more than all the rest of a create.
+//
+// The objects are structs to runc, whose encoding/json matches keys
+// case-insensitively and takes the last of repeated ones: they are parsed
+// in jsonobj.Fold mode, so a document where "process" and "Process" both
+// appear is refused rather than read differently from runc.
 type object struct {
-	path    string // for messages: "", "process", "linux.resources"
-	data    []byte // as read; nil for an object made here
-	members map[string]json.RawMessage
-	added   []string // members set that data does not have, in order
-	dirty   bool
+	*jsonobj.Object
 	// children are the members decoded as objects so far, each decoded
 	// once: edits below them go to the same object.
 	children map[string]*object
 }
 
-// parseObject decodes data, which must be a JSON object or null (nil
-// object, no error), as the member at path.
-func parseObject(data []byte, path string) (*object, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
+// parseDocument decodes config.json, which must be a JSON object.
+func parseDocument(data []byte) (*object, error) {
+	o, err := jsonobj.Parse(data, "", jsonobj.Fold)
+	if err != nil {
 		var te *json.UnmarshalTypeError
-		if path == "" && errors.As(err, &te) {
+		if errors.As(err, &te) {
 			return nil, fmt.Errorf("not a valid OCI spec: the document is %s %s, want an object", article(te.Value), te.Value)
 		}
-		return nil, jsonError(data, prefixField(err, path))
+		return nil, jsonError(data, err)
 	}
-	if m == nil {
-		return nil, nil
+	if o == nil {
+		return nil, errors.New("not a valid OCI spec: the document is null, want an object")
 	}
-	return &object{path: path, data: data, members: m}, nil
+	return &object{Object: o}, nil
 }
 
-func (o *object) member(key string) string {
-	if o.path == "" {
-		return key
-	}
-	return o.path + "." + key
+// mapMember says whether runc decodes the member at path into a Go map,
+// whose keys are case-sensitive: only a key repeated exactly is ambiguous
+// there.
+func mapMember(path string) bool {
+	return path == "annotations" || path == "linux.netDevices"
 }
 
-// decode decodes member key, if present, into dst. A nil object has no
-// members.
+// decode decodes member key, if present, into dst, refusing repeated
+// keys at any depth. A nil object has no members.
 func (o *object) decode(key string, dst any) error {
 	if o == nil {
 		return nil
 	}
-	raw, ok := o.members[key]
+	raw, ok := o.Get(key)
 	if !ok {
 		return nil
 	}
+	path := o.MemberPath(key)
+	match := jsonobj.Fold
+	if mapMember(path) {
+		match = jsonobj.Exact
+	}
+	if err := jsonobj.CheckKeys(raw, path, match); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return jsonError(raw, prefixField(err, o.member(key)))
+		return jsonError(raw, prefixField(err, path))
 	}
 	return nil
 }
@@ -84,35 +92,25 @@ func (o *object) child(key string) (*object, error) {
 	if c, ok := o.children[key]; ok {
 		return c, nil
 	}
-	raw, ok := o.members[key]
-	if !ok {
-		return nil, nil
+	c, err := o.Object.Object(key, jsonobj.Fold)
+	if err != nil {
+		return nil, jsonError(nil, err)
 	}
-	c, err := parseObject(raw, o.member(key))
-	if err != nil || c == nil {
-		return nil, err
+	if c == nil {
+		return nil, nil
 	}
 	if o.children == nil {
 		o.children = map[string]*object{}
 	}
-	o.children[key] = c
-	return c, nil
-}
-
-// set replaces member key with raw, or adds it after the others.
-func (o *object) set(key string, raw json.RawMessage) {
-	if _, ok := o.members[key]; !ok && !slices.Contains(o.added, key) {
-		o.added = append(o.added, key)
-	}
-	o.members[key] = raw
-	o.dirty = true
+	o.children[key] = &object{Object: c}
+	return o.children[key], nil
 }
 
 // setPath sets the member at path below o, making the objects on the way
 // where they are absent or null.
 func (o *object) setPath(path []string, raw json.RawMessage) error {
 	if len(path) == 1 {
-		o.set(path[0], raw)
+		o.Set(path[0], raw)
 		return nil
 	}
 	c, err := o.child(path[0])
@@ -120,7 +118,7 @@ func (o *object) setPath(path []string, raw json.RawMessage) error {
 		return err
 	}
 	if c == nil {
-		c = &object{path: o.member(path[0]), members: map[string]json.RawMessage{}}
+		c = &object{Object: jsonobj.New(o.MemberPath(path[0]), jsonobj.Fold)}
 		if o.children == nil {
 			o.children = map[string]*object{}
 		}
@@ -129,130 +127,8 @@ func (o *object) setPath(path []string, raw json.RawMessage) error {
 	if err := c.setPath(path[1:], raw); err != nil {
 		return err
 	}
-	o.set(path[0], c.bytes())
+	o.Set(path[0], c.Bytes())
 	return nil
-}
-
-// bytes encodes the object: as read when nothing was set, else its
-// members in the order read, then those added.
-func (o *object) bytes() []byte {
-	if !o.dirty {
-		return o.data
-	}
-	keys := append(memberOrder(o.data), o.added...)
-	if len(keys) != len(o.members) {
-		// Never expected: order and members disagree. Lose no member.
-		for k := range o.members {
-			if !slices.Contains(keys, k) {
-				keys = append(keys, k)
-			}
-		}
-	}
-	var out bytes.Buffer
-	out.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			out.WriteByte(',')
-		}
-		name, _ := json.Marshal(k)
-		out.Write(name)
-		out.WriteByte(':')
-		out.Write(o.members[k])
-	}
-	out.WriteByte('}')
-	return out.Bytes()
-}
-
-// memberOrder lists the member names of data, a JSON object that
-// encoding/json has accepted already, in order, each once (where a name
-// repeats, encoding/json, and so runc, keeps the last value; so does
-// object.members). A small scanner
-// of our own: json.Decoder's Token costs more than the rest of a create.
-func memberOrder(data []byte) []string {
-	i := skipSpace(data, 0)
-	if i >= len(data) || data[i] != '{' {
-		return nil
-	}
-	var keys []string
-	for i++; ; {
-		i = skipSpace(data, i)
-		if i >= len(data) || data[i] == '}' {
-			return keys
-		}
-		if data[i] == ',' {
-			i++
-			continue
-		}
-		end := stringEnd(data, i)
-		raw := data[i:end]
-		var k string
-		if bytes.IndexByte(raw, '\\') < 0 && len(raw) >= 2 && utf8.Valid(raw) {
-			k = string(raw[1 : len(raw)-1])
-		} else if err := json.Unmarshal(raw, &k); err != nil {
-			return keys
-		}
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-		i = skipSpace(data, end)
-		if i < len(data) && data[i] == ':' {
-			i++
-		}
-		i = valueEnd(data, skipSpace(data, i))
-	}
-}
-
-func skipSpace(data []byte, i int) int {
-	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index just past the string that starts at i.
-func stringEnd(data []byte, i int) int {
-	for i++; i < len(data); i++ {
-		switch data[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(data)
-}
-
-// valueEnd returns the index just past the value that starts at i.
-func valueEnd(data []byte, i int) int {
-	if i >= len(data) {
-		return i
-	}
-	switch data[i] {
-	case '"':
-		return stringEnd(data, i)
-	case '{', '[':
-		depth := 0
-		for i < len(data) {
-			switch data[i] {
-			case '"':
-				i = stringEnd(data, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(data) && !strings.ContainsRune(",}] \t\r\n", rune(data[i])) {
-		i++
-	}
-	return i
 }
 
 // prefixField names the member a type error happened in.
@@ -382,5 +258,5 @@ func (e *editable) bytes() ([]byte, error) {
 			return nil, err
 		}
 	}
-	return e.doc.bytes(), nil
+	return e.doc.Bytes(), nil
 }

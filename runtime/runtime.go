@@ -20,26 +20,17 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
-
-// ConfigEnv names the variable that points gpuctk-runtime at a
-// configuration file other than config.DefaultPath.
-const ConfigEnv = "GPUCTK_CONFIG"
-
-// loadConfig reads the file $GPUCTK_CONFIG names, which must exist, or
-// else config.DefaultPath, which may be missing.
-func loadConfig() (*config.Config, error) {
-	if p := os.Getenv(ConfigEnv); p != "" {
-		return config.Load(p, true)
-	}
-	return config.Load(config.DefaultPath, false)
-}
 
 // Runtime is one invocation of gpuctk-runtime.
 type Runtime struct {
-	cfg  *config.Config
-	exec func(path string, argv, env []string) error
-	env  []string
+	cfg *config.Config
+	// cfgErr is why the configuration could not be loaded: create fails
+	// with it, other commands run with the defaults.
+	cfgErr error
+	exec   func(path string, argv, env []string) error
+	env    []string
 }
 
 // Option configures a Runtime.
@@ -47,6 +38,12 @@ type Option func(*Runtime)
 
 // WithConfig sets the configuration (default: config.Default()).
 func WithConfig(c *config.Config) Option { return func(r *Runtime) { r.cfg = c } }
+
+// WithConfigError says the configuration could not be loaded. A broken
+// configuration fails create, in runc's log too, but not the other
+// commands, with config.Default(): it must not keep containers from being
+// stopped and deleted.
+func WithConfigError(err error) Option { return func(r *Runtime) { r.cfgErr = err } }
 
 // WithExec replaces syscall.Exec, for tests: the function gets the real
 // runtime's path, its argv and its environment.
@@ -66,25 +63,6 @@ func New(opts ...Option) *Runtime {
 	return r
 }
 
-// Main is gpuctk-runtime: it loads the configuration and runs args. A broken
-// configuration fails create, in runc's log too, but not the other
-// commands: it must not keep containers from being stopped and deleted.
-func Main(args []string) error {
-	s, err := loadConfig()
-	if err != nil {
-		inv := parseArgs(args)
-		if inv.command == "create" {
-			err = fmt.Errorf("create %s: %w", inv.id, err)
-			log := newLogger("", inv)
-			log.Errorf("%v", err)
-			log.Close()
-			return err
-		}
-		s = config.Default()
-	}
-	return New(WithConfig(s)).Run(args)
-}
-
 // Run handles a runc command line (without the program name): it prepares
 // the bundle on create, then execs the real runtime with args untouched.
 // It returns only on error, or after a replaced exec returns.
@@ -99,6 +77,13 @@ func (r *Runtime) Run(args []string) error {
 		return r.execv(real, args)
 	}
 
+	if r.cfgErr != nil {
+		err := fmt.Errorf("create %s: %w", inv.id, r.cfgErr)
+		log := newLogger("", inv)
+		log.Errorf("%v", err)
+		log.Close()
+		return err
+	}
 	log := newLogger(r.cfg.Runtime.LogFile, inv)
 	defer log.Close()
 	real, err := r.realRuntime()
@@ -131,7 +116,7 @@ func (r *Runtime) fail(inv invocation, err error) {
 
 // systemDirs are searched after PATH: podman runs the runtime's delete
 // with no PATH at all.
-var systemDirs = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
+const systemDirs = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // realRuntime finds the first configured runtime on PATH or in the system
 // folders, skipping this binary in case it was installed under one of
@@ -144,7 +129,7 @@ func (r *Runtime) realRuntime() (string, error) {
 	for _, name := range r.cfg.Runtime.Runtimes {
 		candidates := []string{name}
 		if !strings.Contains(name, "/") {
-			for _, d := range systemDirs {
+			for d := range strings.SplitSeq(systemDirs, ":") {
 				candidates = append(candidates, filepath.Join(d, name))
 			}
 		}
@@ -164,7 +149,7 @@ func (r *Runtime) realRuntime() (string, error) {
 		where = r.cfg.Path
 	}
 	return "", fmt.Errorf("no low-level runtime found: none of %s is on PATH or in %s (install runc or set [runtime] runtimes in %s)",
-		strings.Join(r.cfg.Runtime.Runtimes, ", "), strings.Join(systemDirs, ":"), where)
+		strings.Join(r.cfg.Runtime.Runtimes, ", "), systemDirs, where)
 }
 
 // create edits the bundle's config.json when the container asks for
@@ -186,12 +171,9 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		}
 		return fmt.Errorf("bundle %s: %w", bundle, err)
 	}
-	doc, err := parseObject(data, "")
+	doc, err := parseDocument(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	if doc == nil {
-		return fmt.Errorf("%s: not a valid OCI spec: the document is null, want an object", path)
 	}
 	// The members that say whether the container asks for devices first;
 	// most containers ask for nothing.
@@ -225,7 +207,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := r.inject(&e.spec, req, kind); err != nil {
+	if err := r.inject(&e.spec, req, kind, log); err != nil {
 		return err
 	}
 	setVoid(&e.spec)
@@ -248,7 +230,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if req.commonOnly {
 		log.Infof("create %s: injected the driver of %s without devices (%s)", inv.id, kind, req.source)
 	} else {
-		log.Infof("create %s: injected %s (from %s)", inv.id, strings.Join(req.devices, ", "), req.source)
+		log.Infof("create %s: injected %s (from %s)", inv.id, list(req.devices), req.source)
 	}
 	return nil
 }
@@ -256,37 +238,45 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 // inject resolves the request and applies the edits: from the resolved-
 // device cache when it can answer, else through the CDI library, whose
 // answer then fills the cache.
-func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
+func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logger) error {
 	dirs := r.cfg.CDI.SpecDirs
 	if req.commonOnly {
 		return r.injectCommon(spec, req, kind)
 	}
-	cacheDir := r.cfg.Runtime.CacheDir
-	if cacheDir != "" && !usableCacheDir(cacheDir) {
-		cacheDir = ""
+	var root *os.Root
+	if r.cfg.Runtime.CacheDir != "" {
+		var err error
+		if root, err = openCache(r.cfg.Runtime.CacheDir); err != nil {
+			log.Debugf("no device cache: %v", err)
+			root = nil
+		} else {
+			defer root.Close()
+		}
 	}
 	var fp string
-	if cacheDir != "" {
+	var replace bool
+	if root != nil {
 		fp, _ = fingerprint(dirs)
-		edits, unknown, index, ok := cachedEdits(filepath.Join(cacheDir, fp), req.devices)
+		edits, unknown, index, ok, found := cachedEdits(root, fp, req.devices)
 		switch {
 		case ok && len(unknown) > 0:
 			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
 		case ok:
 			if err := edits.Apply(spec); err != nil {
-				return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+				return fmt.Errorf("inject %s: %w", list(req.devices), err)
 			}
 			return nil
 		}
+		replace = found
 	}
 	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
 	// Cache what the library read only if the specs are what the
 	// fingerprint describes: unchanged while it read them, and not changed
 	// so recently that a rewrite within the same timestamp tick (a jiffy,
 	// 10 ms at most) would go unseen.
-	if cacheDir != "" {
+	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(cacheDir, fp, cache)
+			writeCache(root, fp, cache, replace)
 		}
 	}
 	unresolved, err := cache.InjectDevices(spec, req.devices...)
@@ -294,7 +284,7 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string) error {
 		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
 	}
 	if err != nil {
-		return fmt.Errorf("inject %s: %w", strings.Join(req.devices, ", "), err)
+		return fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
 	return nil
 }
@@ -341,7 +331,7 @@ func unknownDevices(unknown []string, req *request, dirs, have, errs []string) e
 		what = "devices"
 	}
 	return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
-		what, strings.Join(unknown, ", "), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
+		what, list(unknown), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
 }
 
 // specErrors lists the specs that failed to load: a device they would have
@@ -372,18 +362,20 @@ func setVoid(spec *specs.Spec) {
 	spec.Process.Env = append(env, EnvVar+"=void")
 }
 
-// legacyHooks are the hooks of NVIDIA's container toolkit that docker adds
-// for --gpus; they would inject a second time, or fail without their driver
-// library.
-var legacyHooks = []string{"nvidia-container-runtime-hook", "nvidia-container-toolkit"}
-
+// dropLegacyHooks drops the hooks of NVIDIA's container toolkit that docker
+// adds for --gpus; they would inject a second time, or fail without their
+// driver library.
 func dropLegacyHooks(spec *specs.Spec) bool {
 	if spec.Hooks == nil {
 		return false
 	}
 	n := len(spec.Hooks.Prestart)
 	spec.Hooks.Prestart = slices.DeleteFunc(spec.Hooks.Prestart, func(h specs.Hook) bool {
-		return slices.Contains(legacyHooks, filepath.Base(h.Path))
+		switch filepath.Base(h.Path) {
+		case "nvidia-container-runtime-hook", "nvidia-container-toolkit":
+			return true
+		}
+		return false
 	})
 	return len(spec.Hooks.Prestart) != n
 }
@@ -398,6 +390,10 @@ func jsonError(data []byte, err error) error {
 			want = "a number"
 		}
 		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+	}
+	var dup *jsonobj.DuplicateKeyError
+	if errors.As(err, &dup) {
+		return err
 	}
 	var se *json.SyntaxError
 	if !errors.As(err, &se) {

@@ -247,6 +247,33 @@ func TestCreateBadInput(t *testing.T) {
 		{name: "config.json of the wrong shape",
 			setup:   func(f *fixture) { os.WriteFile(f.config, []byte(`{"process": []}`), 0o600) },
 			wantErr: `config.json: not a valid OCI spec: "process" is an array, want an object`},
+		// runc's encoding/json reads the last of two members, and takes
+		// "Process" for "process": gpuctk would act on another document.
+		{name: "member twice, differing in case",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"Process":{"env":[]}}`), 0o600)
+			},
+			wantErr: `config.json: keys "process" and "Process" in the top-level object differ only in letter case`},
+		{name: "long s as s",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":[]},"proce\u017fs":{"env":["NVIDIA_VISIBLE_DEVICES=0"]}}`), 0o600)
+			},
+			wantErr: `config.json: keys "process" and "proceſs" in the top-level object`},
+		{name: "member twice in process",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"],"env":[]}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "env" in process`},
+		{name: "member twice in a hook",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"hooks":{"prestart":[{"path":"/a","Path":"/b"}]}}`), 0o600)
+			},
+			wantErr: `config.json: keys "path" and "Path" in hooks.prestart[0] differ only in letter case`},
+		{name: "annotation twice",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"annotations":{"cdi.k8s.io/a":"nvidia.com/gpu=0","cdi.k8s.io/a":"nvidia.com/gpu=1"}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "cdi.k8s.io/a" in annotations`},
 		{name: "missing bundle",
 			args:    func(f *fixture) []string { return []string{"create", "--bundle", f.bundle + "-gone", "ctr1"} },
 			wantErr: "create ctr1: bundle " + "BUNDLE-gone has no config.json: pass the bundle with --bundle"},
@@ -416,15 +443,15 @@ func TestCache(t *testing.T) {
 		}
 	})
 
-	t.Run("a cache dir others can write is not used", func(t *testing.T) {
+	t.Run("a cache dir others can write is made private", func(t *testing.T) {
 		f := newFixture(t, withEnv("0"))
 		os.Mkdir(f.rt.cfg.Runtime.CacheDir, 0o777)
 		os.Chmod(f.rt.cfg.Runtime.CacheDir, 0o777)
 		if err := run(f, nil); err != nil {
 			t.Fatal(err)
 		}
-		if entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir); len(entries) != 0 {
-			t.Errorf("wrote %v into a world-writable cache dir", entries)
+		if fi, err := os.Stat(f.rt.cfg.Runtime.CacheDir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("cache dir after create: %v, %v; want mode 0700", fi.Mode(), err)
 		}
 	})
 }

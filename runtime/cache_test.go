@@ -1,0 +1,162 @@
+package runtime
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// evilEdits are device edits planted in the cache: they must never reach
+// a container.
+const evilEdits = `{"spec":0,"edits":{"env":["EVIL=1"],"mounts":[{"hostPath":"/","containerPath":"/host"}]}}`
+
+// TestHostileCache: whatever is planted at or in the cache folder, create
+// gives the container its devices, as without a cache, follows no link out
+// of the folder, removes nothing it did not write, and does not hang.
+func TestHostileCache(t *testing.T) {
+	// The reference: the same create with no cache at all.
+	ref := newFixture(t, withEnv("mig-0"))
+	ref.rt.cfg.Runtime.CacheDir = ""
+	if err := runWithin(t, ref); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(ref.config)
+	mig0 := deviceFile("nvidia.com/gpu=mig-0")
+
+	tests := []struct {
+		name string
+		root bool // needs root: files of another user
+		// plant gets the cache folder and an entry of it that a first
+		// create wrote (empty when before is false); it returns a check.
+		before bool
+		plant  func(t *testing.T, cache, entry string) func(t *testing.T)
+	}{
+		{name: "folder is a symlink", plant: func(t *testing.T, cache, _ string) func(t *testing.T) {
+			target := t.TempDir()
+			os.Symlink(target, cache)
+			return func(t *testing.T) {
+				if entries, _ := os.ReadDir(target); len(entries) != 0 {
+					t.Errorf("wrote %v through a symlinked cache folder", entries)
+				}
+			}
+		}},
+		{name: "folder is a file", plant: func(t *testing.T, cache, _ string) func(t *testing.T) {
+			os.WriteFile(cache, []byte("x"), 0o600)
+			return func(t *testing.T) {
+				if data, _ := os.ReadFile(cache); string(data) != "x" {
+					t.Errorf("file at the cache path became %q", data)
+				}
+			}
+		}},
+		{name: "folder of another user", root: true, plant: func(t *testing.T, cache, _ string) func(t *testing.T) {
+			os.Mkdir(cache, 0o700)
+			os.Chown(cache, 65534, 65534)
+			return func(t *testing.T) {
+				if entries, _ := os.ReadDir(cache); len(entries) != 0 {
+					t.Errorf("wrote %v into another user's folder", entries)
+				}
+			}
+		}},
+		{name: "garbage beside the entries", plant: func(t *testing.T, cache, _ string) func(t *testing.T) {
+			os.Mkdir(cache, 0o700)
+			os.WriteFile(filepath.Join(cache, "garbage"), []byte("x"), 0o600)
+			syscall.Mkfifo(filepath.Join(cache, "fifo"), 0o600)
+			os.MkdirAll(filepath.Join(cache, "junk", "devices"), 0o700)
+			os.WriteFile(filepath.Join(cache, "junk", "devices", "a.json"), nil, 0o600)
+			// An old entry, by its name, holding a file the cache never writes.
+			old := filepath.Join(cache, strings.Repeat("0", 32))
+			os.MkdirAll(filepath.Join(old, "devices"), 0o700)
+			os.WriteFile(filepath.Join(old, "devices", "a.json"), nil, 0o600)
+			os.WriteFile(filepath.Join(old, "devices", "notes.txt"), nil, 0o600)
+			return func(t *testing.T) {
+				for _, p := range []string{"garbage", "fifo", "junk/devices/a.json", strings.Repeat("0", 32) + "/devices/notes.txt"} {
+					if _, err := os.Lstat(filepath.Join(cache, p)); err != nil {
+						t.Errorf("%s was removed: %v", p, err)
+					}
+				}
+				if _, err := os.Lstat(filepath.Join(old, "devices", "a.json")); err == nil {
+					t.Error("the old entry's own file stayed")
+				}
+			}
+		}},
+		{name: "device file is a symlink out", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			evil := filepath.Join(t.TempDir(), "evil.json")
+			os.WriteFile(evil, []byte(evilEdits), 0o600)
+			os.Remove(filepath.Join(entry, "devices", mig0))
+			os.Symlink(evil, filepath.Join(entry, "devices", mig0))
+			return func(t *testing.T) {
+				if fi, err := os.Lstat(filepath.Join(entry, "devices", mig0)); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("the symlinked entry was not replaced: %v, %v", fi, err)
+				}
+				if data, _ := os.ReadFile(evil); string(data) != evilEdits {
+					t.Error("the symlink's target changed")
+				}
+			}
+		}},
+		{name: "device file is a FIFO", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			os.Remove(filepath.Join(entry, "devices", mig0))
+			syscall.Mkfifo(filepath.Join(entry, "devices", mig0), 0o600)
+			return func(*testing.T) {}
+		}},
+		{name: "device file is garbage", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			os.WriteFile(filepath.Join(entry, "devices", mig0), []byte("\x00{garbage"), 0o600)
+			return func(*testing.T) {}
+		}},
+		{name: "index is a folder", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			os.Remove(filepath.Join(entry, "index.json"))
+			os.Mkdir(filepath.Join(entry, "index.json"), 0o700)
+			return func(*testing.T) {}
+		}},
+		{name: "device file of another user", root: true, before: true, plant: func(t *testing.T, cache, entry string) func(t *testing.T) {
+			os.WriteFile(filepath.Join(entry, "devices", mig0), []byte(evilEdits), 0o600)
+			os.Chown(filepath.Join(entry, "devices", mig0), 65534, 65534)
+			return func(*testing.T) {}
+		}},
+		{name: "mode 0777", before: true, plant: func(t *testing.T, cache, _ string) func(t *testing.T) {
+			os.Chmod(cache, 0o777)
+			return func(t *testing.T) {
+				if fi, _ := os.Stat(cache); fi.Mode().Perm() != 0o700 {
+					t.Errorf("cache folder mode %v, want 0700", fi.Mode().Perm())
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root && os.Geteuid() != 0 {
+				t.Skip("needs root: plants files owned by another user (uid 65534)")
+			}
+			f := newFixture(t, withEnv("mig-0"))
+			orig, _ := os.ReadFile(f.config)
+			cache := f.rt.cfg.Runtime.CacheDir
+			var entry string
+			if tt.before {
+				if err := runWithin(t, f); err != nil {
+					t.Fatal(err)
+				}
+				entries, _ := os.ReadDir(cache)
+				if len(entries) != 1 {
+					t.Fatalf("cache holds %v, want one entry", entries)
+				}
+				entry = filepath.Join(cache, entries[0].Name())
+				os.WriteFile(f.config, orig, 0o600)
+			}
+			check := tt.plant(t, cache, entry)
+			// Twice: the first may replace what it found, the second reads
+			// what the first left.
+			for range 2 {
+				if err := runWithin(t, f); err != nil {
+					t.Fatalf("create: %v", err)
+				}
+				if got, _ := os.ReadFile(f.config); !bytes.Equal(got, want) {
+					t.Fatalf("config.json differs from a create without cache:\n%s\nwant\n%s", got, want)
+				}
+				os.WriteFile(f.config, orig, 0o600)
+			}
+			check(t)
+		})
+	}
+}
