@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"fmt"
+	"strconv"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -60,7 +61,15 @@ type Summary struct {
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d GPUs, %d MIG devices, %d replicas, %d device names", s.GPUs, s.MIGDevices, s.Replicas, s.Devices)
+	return count(s.GPUs, "GPU") + ", " + count(s.MIGDevices, "MIG device") + ", " + count(s.Replicas, "replica") + ", " + count(s.Devices, "device name")
+}
+
+// count reads naturally: "1 GPU", "2 GPUs", "0 replicas".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // Generate returns the validated spec of what a host offers, its driver

@@ -411,3 +411,49 @@ func TestMarshalRefusesUnwrittenFields(t *testing.T) {
 		t.Errorf("json: %v", err)
 	}
 }
+
+func TestSummaryCounts(t *testing.T) {
+	for _, tc := range []struct {
+		s    Summary
+		want string
+	}{
+		{Summary{GPUs: 1, MIGDevices: 0, Replicas: 1, Devices: 2}, "1 GPU, 0 MIG devices, 1 replica, 2 device names"},
+		{Summary{GPUs: 8, MIGDevices: 16, Replicas: 0, Devices: 57}, "8 GPUs, 16 MIG devices, 0 replicas, 57 device names"},
+	} {
+		if got := tc.s.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
+
+// TestListConflicts writes one host's spec three times, twice in one
+// folder and once in another: each pair of files is one conflict naming
+// both files and every shared name.
+func TestListConflicts(t *testing.T) {
+	_, data, sum := generateFor(t, "l40s")
+	a, b := t.TempDir(), t.TempDir()
+	for _, p := range []string{filepath.Join(a, "nvidia.yaml"), filepath.Join(a, "dup.yaml"), filepath.Join(b, "other.yaml")} {
+		if err := WriteSpec(p, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, conflicts, errs, err := List([]string{a, b})
+	if err != nil || len(errs) != 0 {
+		t.Fatalf("List: %v, %v", err, errs)
+	}
+	if len(conflicts) != 3 {
+		t.Fatalf("%d conflicts, want 3 (one per pair of files): %v", len(conflicts), conflicts)
+	}
+	for _, c := range conflicts {
+		if len(c.Names) != sum.Devices {
+			t.Errorf("%s: %d names, want %d", c, len(c.Names), sum.Devices)
+		}
+		if !strings.Contains(c.String(), c.Files[0]+" and "+c.Files[1]+" both define ") {
+			t.Errorf("String = %q", c)
+		}
+	}
+	// One spec alone has none.
+	if _, conflicts, _, _ := List([]string{b}); len(conflicts) != 0 {
+		t.Errorf("one spec: conflicts %v", conflicts)
+	}
+}

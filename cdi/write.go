@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
@@ -63,12 +64,33 @@ type Listed struct {
 	Spec string `json:"spec"`
 }
 
+// Conflict is a pair of spec files that define the same device names.
+// In one folder CDI readers then resolve none of those names; across
+// folders the later folder's file wins and the other's entries are dead.
+type Conflict struct {
+	Files [2]string `json:"files"`
+	Names []string  `json:"names"`
+}
+
+func (c Conflict) String() string {
+	names := strings.Join(c.Names, ", ")
+	if len(c.Names) > 3 {
+		names = fmt.Sprintf("%s and %d more", strings.Join(c.Names[:3], ", "), len(c.Names)-3)
+	}
+	count := "1 device name"
+	if len(c.Names) != 1 {
+		count = fmt.Sprintf("%d device names", len(c.Names))
+	}
+	return fmt.Sprintf("%s and %s both define %s (%s)", c.Files[0], c.Files[1], count, names)
+}
+
 // List returns the devices of every spec in the spec dirs, sorted by
-// qualified name, and the errors of specs that could not be loaded.
-func List(specDirs []string) ([]Listed, []error, error) {
+// qualified name; the pairs of specs that define the same names, each
+// pair once; and the errors of specs that could not be loaded.
+func List(specDirs []string) ([]Listed, []Conflict, []error, error) {
 	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(specDirs...), cdiapi.WithAutoRefresh(false))
 	if err != nil && cache == nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var out []Listed
 	for _, name := range cache.ListDevices() {
@@ -76,6 +98,38 @@ func List(specDirs []string) ([]Listed, []error, error) {
 		out = append(out, Listed{Name: name, Kind: d.GetSpec().Kind, Spec: d.GetSpec().GetPath()})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+
+	// Which files define each name, in the order the library read them.
+	defined := map[string][]string{}
+	for _, v := range cache.ListVendors() {
+		for _, spec := range cache.GetVendorSpecs(v) {
+			for _, d := range spec.Devices {
+				q := spec.Kind + "=" + d.Name
+				defined[q] = append(defined[q], spec.GetPath())
+			}
+		}
+	}
+	pairs := map[[2]string][]string{}
+	for name, files := range defined {
+		for i := range files {
+			for j := i + 1; j < len(files); j++ {
+				if files[i] != files[j] {
+					k := [2]string{files[i], files[j]}
+					pairs[k] = append(pairs[k], name)
+				}
+			}
+		}
+	}
+	var conflicts []Conflict
+	for files, names := range pairs {
+		sort.Strings(names)
+		conflicts = append(conflicts, Conflict{Files: files, Names: names})
+	}
+	sort.Slice(conflicts, func(i, j int) bool {
+		a, b := conflicts[i].Files, conflicts[j].Files
+		return a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
+	})
+
 	var errs []error
 	files := map[string][]error(cache.GetErrors())
 	paths := make([]string, 0, len(files))
@@ -85,8 +139,12 @@ func List(specDirs []string) ([]Listed, []error, error) {
 	sort.Strings(paths)
 	for _, p := range paths {
 		for _, e := range files[p] {
+			// Reported once per pair of files, as a Conflict.
+			if strings.HasPrefix(e.Error(), "conflicting device ") {
+				continue
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", p, e))
 		}
 	}
-	return out, errs, nil
+	return out, conflicts, errs, nil
 }

@@ -100,25 +100,40 @@ func list(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	devices, specErrs, err := cdi.List(cfg.CDI.SpecDirs)
+	devices, conflicts, specErrs, err := cdi.List(cfg.CDI.SpecDirs)
 	if err != nil {
 		return err
 	}
 	for _, e := range specErrs {
-		fmt.Fprintln(os.Stderr, "gpuctk: warning: spec not loaded:", e)
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning: spec not loaded:", e)
 	}
 	if c.Bool("json") {
 		if devices == nil {
 			devices = []cdi.Listed{}
 		}
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
-		return enc.Encode(devices)
+		if err := enc.Encode(devices); err != nil {
+			return err
+		}
+	} else {
+		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "DEVICE\tSPEC")
+		for _, d := range devices {
+			fmt.Fprintf(w, "%s\t%s\n", d.Name, d.Spec)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "DEVICE\tSPEC")
-	for _, d := range devices {
-		fmt.Fprintf(w, "%s\t%s\n", d.Name, d.Spec)
+	for _, cf := range conflicts {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: conflict:", cf)
 	}
-	return w.Flush()
+	switch n := len(conflicts); {
+	case n == 1:
+		return fmt.Errorf("1 pair of specs defines the same device names: CDI readers resolve none of them from one folder, and only the later folder's from two; remove or rename one spec")
+	case n > 1:
+		return fmt.Errorf("%d pairs of specs define the same device names: CDI readers resolve none of them from one folder, and only the later folder's from two; remove or rename one spec of each pair", n)
+	}
+	return nil
 }
