@@ -4,9 +4,11 @@
 # TEST_DEPS and their own targets.
 
 GO       ?= go
-VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null | sed 's/^v//' || echo 0.0.0)
+# The same version string as the packages' (mk/packaging.mk): 1.2.3, or
+# 1.2.3+4.g<sha> four commits after v1.2.3, 0.0.0 without a tag.
+VERSION  ?= $(PKG_VERSION)
 PKG      := github.com/gpuctk/gpuctk
-LDFLAGS  := -s -w -X $(PKG)/internal/version.Version=$(VERSION)
+LDFLAGS   = -s -w -X $(PKG)/internal/version.Version=$(VERSION)
 BIN      := bin
 # go-nvml's header marks many calls deprecated; we call none of those.
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
