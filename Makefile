@@ -25,10 +25,15 @@ FUZZTIME  ?= 10s
 # Fragments add to TEST_DEPS, so they are read before the rules use it.
 include $(wildcard mk/*.mk)
 
-.PHONY: all build spec test fuzz bench deps lint clean
+.PHONY: all build man spec test fuzz bench deps lint clean
 all: build
 
-build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime
+build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
+
+# gpuctk's man page and shell completions, written by gpuctk itself.
+man: $(BIN)/gpuctk
+	$(BIN)/gpuctk man > $(BIN)/gpuctk.8
+	$(BIN)/gpuctk completion bash > $(BIN)/gpuctk.bash
 
 # The hook and the runtime are static and free of cgo: they run on every
 # container start and must not load NVML.

@@ -3,7 +3,10 @@ package tests
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,5 +44,34 @@ func TestUsageMistakes(t *testing.T) {
 				t.Errorf("stderr:\n%s\nwant %q and where the usage is", stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestCompletion sources the bash completion script as bash does and asks
+// it for what may follow "gpuctk cdi ge" and "gpuctk mps start --sim".
+func TestCompletion(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "gpuctk.bash")
+	if err := os.WriteFile(script, []byte(run(t, bin("gpuctk"), "completion", "bash")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"gpuctk", "cdi", "ge"}, "generate"},
+		{[]string{"gpuctk", "mps", "start", "--sim"}, "--simulate"},
+		{[]string{"gpuctk", "lab"}, "labels"},
+	} {
+		sh := fmt.Sprintf(`PATH=%s:$PATH; source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _gpuctk; echo "${COMPREPLY[*]}"`,
+			filepath.Dir(bin("gpuctk")), script, strings.Join(tc.words, " "), len(tc.words)-1)
+		out := strings.TrimSpace(run(t, "bash", "-c", sh))
+		if out != tc.want {
+			t.Errorf("%v: completions %q, want %q", tc.words, out, tc.want)
+		}
+	}
+	for _, shell := range []string{"zsh", "fish"} {
+		if out := run(t, bin("gpuctk"), "completion", shell); !strings.Contains(out, "gpuctk") {
+			t.Errorf("%s script:\n%s", shell, out)
+		}
 	}
 }
