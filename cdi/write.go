@@ -59,9 +59,9 @@ func WriteSpec(path string, data []byte) error {
 
 // Listed is a device found in the spec dirs.
 type Listed struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-	Spec string `json:"spec"`
+	Name string `json:"name" yaml:"name"`
+	Kind string `json:"kind" yaml:"kind"`
+	Spec string `json:"spec" yaml:"spec"`
 }
 
 // Conflict is a pair of spec files that define the same device names.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestGenerateBadInput runs the built gpuctk on broken hosts and configs:
@@ -104,5 +106,13 @@ func TestGenerateMainJob(t *testing.T) {
 	list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
 	if l := lines(list); len(l) != 58 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
 		t.Errorf("cdi list:\n%s", list)
+	}
+	// The same as JSON (--json is --format json) and as YAML.
+	for _, args := range [][]string{{"--format", "json"}, {"--json"}, {"--format", "yaml"}} {
+		out := run(t, bin("gpuctk"), append([]string{"cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, "")}, args...)...)
+		var got []map[string]string
+		if err := yaml.Unmarshal([]byte(out), &got); err != nil || len(got) != 57 || got[0]["name"] != "nvidia.com/gpu=0" || got[0]["spec"] != filepath.Join(dir, "nvidia.json") {
+			t.Errorf("cdi list %v: %v\n%s", args, err, out)
+		}
 	}
 }

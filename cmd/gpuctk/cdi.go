@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuctk/gpuctk/cdi"
 )
@@ -38,7 +40,8 @@ func cdiCommand() *cli.Command {
 				Flags: []cli.Flag{
 					configFlag(),
 					&cli.StringSliceFlag{Name: "spec-dir", EnvVars: envVar("spec-dir"), Usage: "spec dir to read (repeatable; default: config [cdi] spec-dirs)"},
-					&cli.BoolFlag{Name: "json", EnvVars: envVar("json"), Usage: "print JSON"},
+					&cli.StringFlag{Name: "format", Value: "table", EnvVars: envVar("format"), Usage: "table, json or yaml"},
+					&cli.BoolFlag{Name: "json", EnvVars: envVar("json"), Usage: "print JSON (--format json)"},
 				},
 				Action: list,
 			},
@@ -100,6 +103,9 @@ func list(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if f := c.String("format"); f != "table" && f != "json" && f != "yaml" {
+		return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("--format %q is not known: use table, json or yaml", f)}
+	}
 	devices, conflicts, specErrs, err := cdi.List(cfg.CDI.SpecDirs)
 	if err != nil {
 		return err
@@ -107,16 +113,19 @@ func list(c *cli.Context) error {
 	for _, e := range specErrs {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning: spec not loaded:", e)
 	}
+	format := c.String("format")
 	if c.Bool("json") {
+		format = "json"
+	}
+	switch format {
+	case "json", "yaml":
 		if devices == nil {
 			devices = []cdi.Listed{}
 		}
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(devices); err != nil {
+		if err := printData(c.App.Writer, format, devices); err != nil {
 			return err
 		}
-	} else {
+	case "table":
 		w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "DEVICE\tSPEC")
 		for _, d := range devices {
@@ -136,4 +145,19 @@ func list(c *cli.Context) error {
 		return fmt.Errorf("%d pairs of specs define the same device names: CDI readers resolve none of them from one folder, and only the later folder's from two; remove or rename one spec of each pair", n)
 	}
 	return nil
+}
+
+// printData prints v as indented JSON or as YAML.
+func printData(w io.Writer, format string, v any) error {
+	if format == "yaml" {
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		return enc.Close()
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
