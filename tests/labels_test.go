@@ -35,3 +35,21 @@ func TestLabels(t *testing.T) {
 		t.Error("a bad config still wrote the feature file")
 	}
 }
+
+// TestInfo checks gpuctk info's screen: driver, GPUs with their MIG
+// layouts and sharing, the specs found and the MPS daemons.
+func TestInfo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, "[cdi]\nspec-dirs = [\""+dir+"\"]\n[mps]\nstate-root = \""+t.TempDir()+"\"\n[[sharing]]\ndevices = [\"1\"]\nstrategy = \"time-slicing\"\nreplicas = 3\n[[sharing]]\ndevices = [\"mig-0\"]\nstrategy = \"mps\"\nreplicas = 2\n")
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", cfg, "--output", filepath.Join(dir, "nvidia.yaml"))
+	out := run(t, bin("gpuctk"), "info", "--simulate", "dgx-a100", "--config", cfg)
+	for _, want := range []string{"580.65.06, CUDA 13.0 (simulated dgx-a100)", "8 GPUs", "shared: time-slicing x3", "MIG: 7 x 1g.5gb",
+		"mig-0 (1g.5gb) mps x2", filepath.Join(dir, "nvidia.yaml") + " (", "mig-0 not running"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n > 24 {
+		t.Errorf("info takes %d lines, more than one screen", n)
+	}
+}

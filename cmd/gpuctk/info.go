@@ -1,0 +1,123 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/cdi"
+)
+
+func infoCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "info",
+		Usage:  "show the driver, GPUs, MIG devices, sharing, CDI specs and MPS daemons of this host",
+		Flags:  append(hostFlags(), &cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "MPS state root (default: config [mps] state-root)"}),
+		Action: info,
+	}
+}
+
+func info(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	set, _, err := resolve(c, cfg)
+	if err != nil {
+		return err
+	}
+	h := set.Host
+	w := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	source := "NVML"
+	if s := c.String("simulate"); s != "" {
+		source = "simulated " + s
+	}
+	fmt.Fprintf(w, "Driver:\t%s, CUDA %s (%s)\n", h.DriverVersion, h.CUDAVersion, source)
+	fmt.Fprintf(w, "GPUs:\t%s\n", countOf(len(h.GPUs), "GPU"))
+	shares := map[string]string{}
+	for _, s := range set.Shared {
+		shares[s.UUID()] = fmt.Sprintf("%s x%d", s.Strategy, s.Replicas)
+	}
+	for _, g := range h.GPUs {
+		line := fmt.Sprintf("  %d\t%s\t%s\t%d MiB", g.Index, g.Name, g.UUID, g.MemoryMiB)
+		switch {
+		case g.MIGEnabled:
+			profiles := map[string]int{}
+			for _, m := range g.MIG {
+				profiles[m.Profile]++
+			}
+			var ps []string
+			for p, n := range profiles {
+				ps = append(ps, fmt.Sprintf("%d x %s", n, p))
+			}
+			sort.Strings(ps)
+			line += "\tMIG: " + strings.Join(ps, ", ")
+		case shares[g.UUID] != "":
+			line += "\tshared: " + shares[g.UUID]
+		}
+		fmt.Fprintln(w, line)
+	}
+	var migShared []string
+	for _, s := range set.Shared {
+		if s.MIG != nil {
+			migShared = append(migShared, fmt.Sprintf("%s (%s) %s x%d", s.Name(), s.MIG.Profile, s.Strategy, s.Replicas))
+		}
+	}
+	if len(migShared) > 0 {
+		fmt.Fprintf(w, "Shared MIG:\t%s\n", strings.Join(migShared, ", "))
+	}
+	devices, conflicts, specErrs, err := cdi.List(cfg.CDI.SpecDirs)
+	if err != nil {
+		return err
+	}
+	perSpec := map[string]int{}
+	for _, d := range devices {
+		perSpec[d.Spec]++
+	}
+	var specs []string
+	for p, n := range perSpec {
+		specs = append(specs, fmt.Sprintf("%s (%s)", p, countOf(n, "device name")))
+	}
+	sort.Strings(specs)
+	if len(specs) == 0 {
+		specs = []string{"none in " + strings.Join(cfg.CDI.SpecDirs, ", ") + ": run `gpuctk cdi generate --output /var/run/cdi/nvidia.yaml`"}
+	}
+	fmt.Fprintf(w, "Specs:\t%s\n", strings.Join(specs, "; "))
+	for _, cf := range conflicts {
+		fmt.Fprintf(w, "\tconflict: %s\n", cf)
+	}
+	for _, e := range specErrs {
+		fmt.Fprintf(w, "\tnot loaded: %v\n", e)
+	}
+	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
+		_, m, err := mpsSetup(c, true)
+		if err != nil {
+			return err
+		}
+		sts, err := m.Status(mpsDevs)
+		if err != nil {
+			return err
+		}
+		var ds []string
+		for _, s := range sts {
+			d := fmt.Sprintf("%s %s", s.Device.Name(), state(s))
+			if s.PID > 0 {
+				d += fmt.Sprintf(" (pid %d)", s.PID)
+			}
+			ds = append(ds, d)
+		}
+		fmt.Fprintf(w, "MPS:\t%s\n", strings.Join(ds, ", "))
+	}
+	return w.Flush()
+}
+
+// countOf reads naturally: "1 GPU", "2 GPUs".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
