@@ -93,7 +93,14 @@ type mpsEnv struct {
 
 func newMPSEnv(t *testing.T, configText string) *mpsEnv {
 	t.Helper()
-	e := &mpsEnv{driverRoot: mpsDriverRoot(t), stateRoot: t.TempDir()}
+	// A short state root: a control socket's path must fit in 107 bytes,
+	// and t.TempDir's folders carry the test's name.
+	state, err := os.MkdirTemp("", "mps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
+	e := &mpsEnv{driverRoot: mpsDriverRoot(t), stateRoot: state}
 	e.config = filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(e.config, []byte(configText), 0o644); err != nil {
 		t.Fatal(err)
@@ -233,6 +240,10 @@ func TestMPSStartStatusStop(t *testing.T) {
 	}
 }
 
+// longStateRoot puts a control socket's path past the 107 bytes a unix
+// socket address holds.
+const longStateRoot = "/run/gpuctk-test/a-state-root-long-enough-for-the-socket-path-to-overflow"
+
 func TestMPSBadInput(t *testing.T) {
 	entry := func(devices string, replicas int, extra string) string {
 		return fmt.Sprintf("[[sharing]]\ndevices = [%s]\nstrategy = \"mps\"\nreplicas = %d\n%s", devices, replicas, extra)
@@ -243,13 +254,13 @@ func TestMPSBadInput(t *testing.T) {
 		want                   string // stderr, after "gpuctk: ", with %s for the config file
 	}{
 		{"too many replicas", "dgx-a100", entry(`"0"`, 49, ""), nil,
-			"MPS device GPU 0 (" + dgxGPU0 + "): replicas is 49: at most 48 (the most clients an MPS server takes)"},
+			"config %s: [[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): replicas is 49: at most 48 (the most clients an MPS server takes)"},
 		{"too many replicas before Volta", "p100", entry(`"1"`, 17, ""), nil,
-			"MPS device GPU 1 (GPU-d276b9c1-f0b2-3546-4b07-f27d72113be5): replicas is 17: at most 16 (the most clients an MPS server takes on a GPU older than Volta)"},
+			"config %s: [[sharing]] entry 1: MPS device GPU 1 (GPU-d276b9c1-f0b2-3546-4b07-f27d72113be5): replicas is 17: at most 16 (the most clients an MPS server takes on a GPU older than Volta)"},
 		{"too many replicas on a small MIG instance", "dgx-a100", entry(`"4:0"`, 15, ""), nil,
-			"MPS device MIG device 4:0 (MIG-4f372b7b-fd65-b445-a712-a1601122affe): replicas is 15: at most 14 (one client per SM of this MIG instance, which has 14)"},
+			"config %s: [[sharing]] entry 1: MPS device MIG device 4:0 (MIG-4f372b7b-fd65-b445-a712-a1601122affe): replicas is 15: at most 14 (one client per SM of this MIG instance, which has 14)"},
 		{"memory limit above device memory", "dgx-a100", entry(`"0"`, 2, "pinned-memory-limit = \"41GiB\"\n"), nil,
-			"MPS device GPU 0 (" + dgxGPU0 + "): pinned-memory-limit is 41984MiB: the device has only 40960MiB"},
+			"config %s: [[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): pinned-memory-limit is 41984MiB: the device has only 40960MiB"},
 		{"thread percentage", "dgx-a100", entry(`"0"`, 2, "active-thread-percentage = 101\n"), nil,
 			`config %s: [[sharing]] entry 1: "active-thread-percentage" is 101: it must be from 1 to 100`},
 		{"one replica", "dgx-a100", entry(`"0"`, 1, ""), nil,
@@ -258,6 +269,9 @@ func TestMPSBadInput(t *testing.T) {
 			`config %s: [[sharing]] entry 1: selector "9" matches no device on this host`},
 		{"binary missing", "dgx-a100", entry(`"0"`, 2, ""), []string{"--driver-root", "/nonexistent"},
 			"driver root /nonexistent: nvidia-cuda-mps-control is not in /usr/bin, /usr/sbin, /bin, /sbin, /usr/local/bin, /usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
+		{"state root too long for the control socket", "dgx-a100", entry(`"0"`, 2, ""), []string{"--state-root", longStateRoot},
+			"config %s: [[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): its control socket " + longStateRoot + "/" + dgxGPU0 +
+				"/pipe/control is 127 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
 		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
 			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
 	} {
