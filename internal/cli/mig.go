@@ -46,6 +46,7 @@ func migCommand() *cli.Command {
 				Usage: "plan and make the changes that give the GPUs a layout, then regenerate the spec",
 				Flags: append(migFlags(true),
 					&cli.BoolFlag{Name: "dry-run", Usage: "print the plan only"},
+					&cli.BoolFlag{Name: "if-configured", Usage: "when no layout is chosen, say so and exit 0 (for the boot unit)"},
 					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "/var/run/cdi/nvidia.yaml", Usage: "spec file to regenerate after a change"},
 					&cli.StringFlag{Name: "format", Usage: "spec format, yaml or json (default: from the --output extension)"},
 				),
@@ -102,6 +103,10 @@ func migApply(c *cli.Context) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
+	}
+	if c.Bool("if-configured") && c.String("config-name") == "" {
+		fmt.Fprintln(os.Stderr, "gpuctk: no MIG layout chosen: MIG left as it is")
+		return nil
 	}
 	p, _, err := migPlan(c, cfg)
 	if err != nil {

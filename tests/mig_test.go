@@ -1,0 +1,144 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gpuctkRun runs the built gpuctk with an empty config and returns its
+// stdout, stderr and exit code.
+func gpuctkRun(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[mps]\nstate-root = \""+t.TempDir()+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args[:2:2], append([]string{"--config", cfg}, args[2:]...)...)
+	cmd := exec.Command(bin("gpuctk"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), errb.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// simulatedProfile copies an embedded profile to a file that apply may
+// rewrite.
+func simulatedProfile(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".toml")
+	copyFile(t, filepath.Join("..", "inventory", "profiles", name+".toml"), path, 0o644)
+	return path
+}
+
+// TestMIGApplySimulated applies a built-in layout to a simulated host file
+// with the shipped binary: the plan is printed, the spec regenerated with
+// the new MIG devices, `cdi generate --simulate FILE` shows them, assert
+// agrees, and a second apply changes nothing (not even the spec).
+func TestMIGApplySimulated(t *testing.T) {
+	host := simulatedProfile(t, "dgx-a100")
+	spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec)
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "GPU 0 (NVIDIA A100-SXM4-40GB, GPU-13fe3248-4da8-65f8-e972-3f15eef51793): MIG disabled -> MIG enabled: 2 x 1g.5gb, 1 x 2g.10gb, 1 x 3g.20gb\n  set MIG mode enabled\n  create GPU instance 2 (3g.20gb, memory slices 4-7)") {
+		t.Errorf("plan:\n%s", out)
+	}
+	if !strings.Contains(errs, "8 GPUs, 32 MIG devices, 0 replicas") {
+		t.Errorf("spec not regenerated with 32 MIG devices: %s", errs)
+	}
+	gen, errs, code := gpuctkRun(t, nil, "cdi", "generate", "--simulate", host, "--format", "json")
+	if code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	names := nvmlDeviceNames(t, gen)
+	for _, want := range []string{"0:0", "0:3", "mig-0", "mig-31", "7:3"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("spec lacks %s: %v", want, names)
+		}
+	}
+	if _, _, code := gpuctkRun(t, nil, "mig", "assert", "-c", "all-balanced", "--simulate", host); code != 0 {
+		t.Errorf("assert after apply: exit %d", code)
+	}
+	out, _, code = gpuctkRun(t, nil, "mig", "assert", "-c", "all-1g.5gb", "--simulate", host)
+	if code != 1 || strings.Count(out, "\n") != 8 || !strings.Contains(out, `GPU 3 (NVIDIA A100-SXM4-40GB, GPU-62dcf677-cc5f-d6b0-7fe5-3a9f7a23bd87): has MIG enabled: 2 x 1g.5gb, 1 x 2g.10gb, 1 x 3g.20gb; config "all-1g.5gb" wants MIG enabled: 7 x 1g.5gb`) {
+		t.Errorf("assert of another layout: exit %d:\n%s", code, out)
+	}
+	before, _ := os.Stat(spec)
+	hostBefore, _ := os.ReadFile(host)
+	time.Sleep(10 * time.Millisecond)
+	out, _, code = gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec)
+	if code != 0 || out != "the GPUs already have MIG config \"all-balanced\": nothing to change\n" {
+		t.Errorf("second apply: exit %d:\n%s", code, out)
+	}
+	if after, _ := os.Stat(spec); !after.ModTime().Equal(before.ModTime()) {
+		t.Error("second apply rewrote the spec")
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(hostBefore) {
+		t.Error("second apply rewrote the host file")
+	}
+	exported, _, code := gpuctkRun(t, nil, "mig", "export", "--simulate", host)
+	if code != 0 || !strings.Contains(exported, "    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.5gb\": 2\n        \"2g.10gb\": 1\n        \"3g.20gb\": 1\n") {
+		t.Errorf("export: exit %d:\n%s", code, exported)
+	}
+}
+
+// TestMIGBadInput checks that each refusal is one line, a non-zero exit,
+// and leaves the host file and the spec as they were.
+func TestMIGBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		profile string
+		args    func(t *testing.T) []string
+		want    string
+	}{
+		{"no layout", "dgx-a100", func(*testing.T) []string { return nil }, "no layout chosen: give -c NAME"},
+		{"unknown layout", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-9g"} }, `MIG config embedded config has no config "all-9g": use one of all-1g.10gb, `},
+		{"profile the GPU lacks", "h100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb"} }, `GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's:`},
+		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB"},
+		{"too many slices", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)
+			return []string{"-f", f, "-c", "big"}
+		}, `config "big": GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"unknown field", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-device: {}\n"), 0o644)
+			return []string{"-f", f, "-c", "a"}
+		}, `config "a" entry 1: line 6: unknown field "mig-device"`},
+		{"config file missing", "dgx-a100", func(*testing.T) []string { return []string{"-f", "/nonexistent/mig.yaml", "-c", "a"} }, "MIG config: open /nonexistent/mig.yaml: no such file or directory"},
+		{"unknown flag", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb", "--force"} }, "mig apply: flag provided but not defined: -force"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := simulatedProfile(t, tc.profile)
+			spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+			os.WriteFile(spec, []byte("old spec\n"), 0o644)
+			before, _ := os.ReadFile(host)
+			_, errs, code := gpuctkRun(t, nil, append([]string{"mig", "apply", "--simulate", host, "--output", spec}, tc.args(t)...)...)
+			if code == 0 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, stderr %q, want one line containing %q", code, errs, tc.want)
+			}
+			if after, _ := os.ReadFile(host); string(after) != string(before) {
+				t.Error("the host file changed")
+			}
+			if s, _ := os.ReadFile(spec); string(s) != "old spec\n" {
+				t.Error("the spec changed")
+			}
+		})
+	}
+	// An embedded profile cannot be rewritten.
+	_, errs, code := gpuctkRun(t, nil, "mig", "apply", "--simulate", "dgx-a100", "-c", "all-1g.5gb")
+	if code == 0 || !strings.Contains(errs, "--simulate dgx-a100 is an embedded profile, which apply cannot change") {
+		t.Errorf("embedded profile: exit %d: %s", code, errs)
+	}
+}
