@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuctk/gpuctk/internal/fakehost"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
 
 // gpuctkRun runs the built gpuctk with an empty config and returns its
@@ -140,5 +144,64 @@ func TestMIGBadInput(t *testing.T) {
 	_, errs, code := gpuctkRun(t, nil, "mig", "apply", "--simulate", "dgx-a100", "-c", "all-1g.5gb")
 	if code == 0 || !strings.Contains(errs, "--simulate dgx-a100 is an embedded profile, which apply cannot change") {
 		t.Errorf("embedded profile: exit %d: %s", code, errs)
+	}
+}
+
+// TestMIGApplyNVML runs the shipped gpuctk on its production path against
+// the NVML test double: apply changes the MIG layout through go-nvml and
+// writes the spec from what NVML then reports, which offers the devices
+// the same apply on a simulated host offers; assert agrees afterwards.
+func TestMIGApplyNVML(t *testing.T) {
+	before, err := inventory.LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simulated apply gives the host after the change, whose MIG
+	// capability nodes the dev root needs (a driver makes them as
+	// instances appear).
+	simHost := simulatedProfile(t, "dgx-a100")
+	simSpec := filepath.Join(t.TempDir(), "sim.json")
+	if _, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", simHost, "--output", simSpec); code != 0 {
+		t.Fatalf("simulated apply: %s", errs)
+	}
+	after, err := inventory.LoadProfile(simHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, hostFile := nvmlRoot(t, before)
+	devRoot := t.TempDir()
+	if err := fakehost.Build(devRoot, after); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{fakenvml.EnvVar + "=" + hostFile}
+	roots := []string{"--driver-root", root, "--dev-root", devRoot}
+	spec := filepath.Join(t.TempDir(), "nvidia.json")
+	out, errs, code := gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	if code != 0 {
+		t.Fatalf("apply over NVML: exit %d: %s\n%s", code, errs, out)
+	}
+	if !strings.Contains(errs, "8 GPUs, 32 MIG devices, 0 replicas") {
+		t.Errorf("spec: %s", errs)
+	}
+	nvmlSpec, _ := os.ReadFile(spec)
+	simulated, _ := os.ReadFile(simSpec)
+	indexNames := func(spec string) []string {
+		var out []string
+		for _, n := range nvmlDeviceNames(t, spec) {
+			if !strings.HasPrefix(n, "MIG-") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if got, want := indexNames(string(nvmlSpec)), indexNames(string(simulated)); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("devices over NVML %v, simulated %v", got, want)
+	}
+	if _, errs, code := gpuctkRun(t, env, append([]string{"mig", "assert", "-c", "all-balanced"}, roots...)...); code != 0 {
+		t.Errorf("assert over NVML: exit %d: %s", code, errs)
+	}
+	out, _, code = gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	if code != 0 || !strings.Contains(out, "nothing to change") {
+		t.Errorf("second apply over NVML: exit %d: %s", code, out)
 	}
 }
