@@ -186,6 +186,10 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 		if !ok {
 			return nil, fmt.Errorf("profile %s is not one of the %s's: %s", name, m.Name, m.ProfileNames())
 		}
+		// Bound a count before using it: a config may ask for billions.
+		if n := want[name]; n > m.ComputeSlices {
+			return nil, fmt.Errorf("%d x %s needs more than the %d compute slices the %s has", n, name, m.ComputeSlices, m.Name)
+		}
 		for range want[name] {
 			todo = append(todo, p)
 		}

@@ -172,7 +172,8 @@ func TestPlace(t *testing.T) {
 		{"4g and 3g", a100, map[string]int{"4g.20gb": 1, "3g.20gb": 1}, "1:0 2:4", ""},
 		{"four 1g.10gb", a100, map[string]int{"1g.10gb": 4}, "3:0 4:2 5:4 6:6", ""},
 		{"unknown profile", a100, map[string]int{"1g.10gb": 1, "1g.20gb": 1}, "", "profile 1g.20gb is not one of the A100-40GB's: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"},
-		{"compute slices", a100, map[string]int{"1g.5gb": 8}, "", "MIG enabled: 8 x 1g.5gb needs 8 compute slices; the A100-40GB has 7"},
+		{"compute slices", a100, map[string]int{"1g.5gb": 5, "2g.10gb": 2}, "", "MIG enabled: 5 x 1g.5gb, 2 x 2g.10gb needs 9 compute slices; the A100-40GB has 7"},
+		{"huge count", a100, map[string]int{"1g.5gb": 1 << 62, "2g.10gb": 1 << 62}, "", "4611686018427387904 x 1g.5gb needs more than the 7 compute slices the A100-40GB has"},
 		{"memory slices", a100, map[string]int{"3g.20gb": 2, "1g.5gb": 1}, "", "MIG enabled: 1 x 1g.5gb, 2 x 3g.20gb needs 9 memory slices; the A100-40GB has 8"},
 		{"collision", &odd, map[string]int{"2g": 2}, "", "MIG enabled: 2 x 2g does not fit: the profiles' allowed placements collide (2g spans 2 memory slices from 1)"},
 	} {
