@@ -204,4 +204,35 @@ func TestMIGApplyNVML(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "nothing to change") {
 		t.Errorf("second apply over NVML: exit %d: %s", code, out)
 	}
+
+	// NVIDIA's own generator, on the same NVML, offers the same MIG
+	// devices by GPU:MIG index and UUID. It reads the MIG minors from the
+	// host's /proc whatever its --dev-root, so it runs in a mount
+	// namespace of its own with the dev root's file there.
+	ctk := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount -t tmpfs tmpfs /proc/driver && mkdir /proc/driver/nvidia-caps && cp "$1" /proc/driver/nvidia-caps/mig-minors && shift && exec "$@"`,
+		"sh", filepath.Join(devRoot, "proc/driver/nvidia-caps/mig-minors"),
+		tool(t, "nvidia-ctk"), "cdi", "generate", "--format", "json", "--mode", "nvml",
+		"--driver-root", root, "--dev-root", devRoot, "--device-name-strategy", "index", "--device-name-strategy", "uuid")
+	ctk.Env = append(os.Environ(), env...)
+	var ctkOut, ctkErr strings.Builder
+	ctk.Stdout, ctk.Stderr = &ctkOut, &ctkErr
+	if err := ctk.Run(); err != nil {
+		t.Fatalf("nvidia-ctk cdi generate: %v\n%s", err, ctkErr.String())
+	}
+	var theirs []string
+	for _, n := range nvmlDeviceNames(t, ctkOut.String()) {
+		if strings.Contains(n, ":") || strings.HasPrefix(n, "MIG-") {
+			theirs = append(theirs, n)
+		}
+	}
+	var ours []string
+	for _, n := range nvmlDeviceNames(t, string(nvmlSpec)) {
+		if strings.Contains(n, ":") || strings.HasPrefix(n, "MIG-") {
+			ours = append(ours, n)
+		}
+	}
+	if strings.Join(theirs, " ") != strings.Join(ours, " ") || len(ours) != 64 {
+		t.Errorf("nvidia-ctk offers MIG devices %v;\ngpuctk offers %v", theirs, ours)
+	}
 }
