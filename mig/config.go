@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -53,7 +54,8 @@ func LoadConfig(path string) (*Config, error) {
 		}
 		return ParseConfig(EmbeddedSource, data)
 	}
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO must not hang the open; it is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("MIG config: %w", err)
 	}

@@ -1,9 +1,12 @@
 package mig
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseConfigErrors(t *testing.T) {
@@ -68,8 +71,23 @@ func TestEmbeddedConfig(t *testing.T) {
 	}
 }
 
+// TestLoadConfigNotRegular checks that a device node or a FIFO given as
+// the config file is refused at once, not read or waited on.
 func TestLoadConfigNotRegular(t *testing.T) {
-	if _, err := LoadConfig("/dev/null"); err == nil || err.Error() != "MIG config /dev/null: not a regular file" {
-		t.Errorf("got %v", err)
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/null", "/dev/zero", fifo} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadConfig(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || err.Error() != "MIG config "+path+": not a regular file" {
+				t.Errorf("%s: got %v", path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: LoadConfig hangs", path)
+		}
 	}
 }
