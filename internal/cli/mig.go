@@ -78,16 +78,25 @@ func usageError(c *cli.Context, err error, _ bool) error {
 	return fmt.Errorf("mig %s: %w (see gpuctk mig %s --help)", c.Command.Name, err, c.Command.Name)
 }
 
+// layoutName is the layout to apply or assert: -c. The boot unit's layout
+// will come from the config file's [mig] config once package config has
+// that key.
+func layoutName(c *cli.Context, _ *config.Config) string { return c.String("config-name") }
+
+// layoutFile is the mig-parted file to read the layout from: -f, else the
+// built-in layouts (and, with package config's [mig] config-file, that).
+func layoutFile(c *cli.Context, _ *config.Config) string { return c.String("file") }
+
 // migPlan reads the config and the host and plans the chosen layout.
 func migPlan(c *cli.Context, cfg *config.Config) (*mig.Plan, *inventory.Host, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q: give the layout with -c NAME", c.Args().First())
 	}
-	name := c.String("config-name")
+	name := layoutName(c, cfg)
 	if name == "" {
 		return nil, nil, errors.New("no layout chosen: give -c NAME, e.g. -c all-1g.5gb (gpuctk mig export shows the current one)")
 	}
-	mc, err := mig.LoadConfig(c.String("file"))
+	mc, err := mig.LoadConfig(layoutFile(c, cfg))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,7 +113,7 @@ func migApply(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("if-configured") && c.String("config-name") == "" {
+	if c.Bool("if-configured") && layoutName(c, cfg) == "" {
 		fmt.Fprintln(os.Stderr, "gpuctk: no MIG layout chosen: MIG left as it is")
 		return nil
 	}
