@@ -62,6 +62,8 @@ type Config struct {
 	Runtime Runtime   `toml:"runtime"`
 	// Kubernetes holds the device plugin's settings.
 	Kubernetes Kubernetes `toml:"kubernetes"`
+	// MIG holds the layout gpuctk-mig.service applies at boot.
+	MIG MIGConfig `toml:"mig"`
 	// Path is the file the configuration was read from, "" for defaults.
 	Path string `toml:"-"`
 }
@@ -107,6 +109,17 @@ func (s *Sharing) FailsRequestsGreaterThanOne() bool {
 		return *s.FailRequestsGreaterThanOne
 	}
 	return s.Strategy == MPS
+}
+
+// MIGConfig chooses the MIG layout `gpuctk mig apply` uses when no -c is
+// given: the boot unit's.
+type MIGConfig struct {
+	// Config is the layout's name, e.g. "all-1g.5gb"; empty leaves MIG
+	// alone.
+	Config string `toml:"config"`
+	// ConfigFile is a mig-parted config file; empty means the built-in
+	// layouts.
+	ConfigFile string `toml:"config-file"`
 }
 
 // Kubernetes holds the settings of gpuctk-device-plugin.

@@ -15,7 +15,7 @@ func main() {
 		Name:                 "gpuctk",
 		Usage:                "share NVIDIA GPUs with containers through CDI",
 		Version:              version.Version,
-		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand(), configCommand(), labelsCommand(), infoCommand(), completionCommand(), manCommand()},
+		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand(), configCommand(), labelsCommand(), infoCommand(), migCommand(), completionCommand(), manCommand()},
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
 	}

@@ -24,9 +24,11 @@ import (
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/mig"
 )
 
-// EnvVar names the file the library reads the host from.
+// EnvVar names the file the library reads the host from. MIG changes made
+// through the library rewrite that file.
 const EnvVar = "GPUCTK_FAKE_NVML_HOST"
 
 // SONAME is the library's soname, the driver's.
@@ -108,6 +110,17 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		}
 		fmt.Fprintf(w, "gpu %d %d %s %d %d %d %s %s %s\n", g.Index, g.Minor, mode, g.MemoryMiB,
 			ccMajor, ccMinor, g.UUID, g.PCIBusID, g.Name)
+		// The GPU instance profiles of the models gpuctk can partition, so
+		// that MIG changes work on them.
+		if model, ok := mig.ModelOf(&g); ok && mode != "unsupported" {
+			for _, p := range model.Profiles {
+				var starts []string
+				for _, s := range p.Starts {
+					starts = append(starts, fmt.Sprint(s))
+				}
+				fmt.Fprintf(w, "profile %d %d %d %d %d %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount, strings.Join(starts, ","))
+			}
+		}
 		for _, m := range g.MIG {
 			gSlices, cSlices, err := slices(m.Profile)
 			if err != nil {

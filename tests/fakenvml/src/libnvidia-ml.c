@@ -12,11 +12,22 @@
  *   gpu <index> <minor> <on|off|unsupported> <memory MiB> <cc major> <cc minor> <uuid> <pci bus id> <name>
  *   mig <slot> <gi> <ci> <gi slices> <ci slices> <memory MiB> <SMs> <uuid>
  *   slots <MIG slots of the GPU above>
+ *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated>
+ *   gi <id> <profile> <start> <memory slices>
+ *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
  *
- * A mig or slots line belongs to the gpu line above it. A fail line makes
- * the named function return the code, for that GPU (and its MIG devices)
- * or for every call.
+ * A mig, slots, profile or gi line belongs to the gpu line above it. A
+ * GPU instance holding a MIG device needs no gi line: its placement
+ * follows from its id (see gi_place). A proc line is a compute process on
+ * the GPU. A fail line makes the named function return the code, for that
+ * GPU (and its MIG devices) or for every call.
+ *
+ * MIG changes (MIG mode, GPU and compute instances created and destroyed)
+ * rewrite the host file, with a temporary file and a rename, so that the
+ * next process that loads the library sees them, as it would on a GPU.
+ * A compute instance always spans its GPU instance, the only kind gpuctk
+ * creates.
  *
  * Where NVML has versioned entry points only the version go-nvml prefers
  * is exported (nvmlInit_v2, nvmlDeviceGetCount_v2, ..._HandleByIndex_v2,
@@ -33,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -58,6 +70,7 @@ enum {
 	NVML_ERROR_OPERATING_SYSTEM = 17,
 	NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
 	NVML_ERROR_IN_USE = 19,
+	NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
 	NVML_ERROR_UNKNOWN = 999,
 };
 typedef int nvmlReturn_t;
@@ -134,6 +147,47 @@ static unsigned int ngpus;
 static struct fault faults[MAX_FAULTS];
 static int nfaults;
 
+#define MAX_PROFILES 16
+#define MAX_GIS 16 /* GPU instance ids are 0-14 on 8 memory slices */
+#define MAX_PROCS 64
+
+/* A GPU instance profile of a GPU. */
+struct profile {
+	int present;
+	unsigned int compute, memory_slices, sms, starts; /* starts: bit mask */
+	unsigned long long memory_mib;
+};
+
+/* A GPU instance; an nvmlGpuInstance_t points at one. */
+struct gpu_instance {
+	int present;
+	struct device *gpu;
+	unsigned int id, profile, start, size;
+};
+typedef struct gpu_instance *nvmlGpuInstance_t;
+
+/*
+ * A compute instance handle names its MIG device by GPU, GPU instance and
+ * compute instance, so that it stays valid while other MIG devices come
+ * and go and the MIG devices are renumbered.
+ */
+struct ci_handle {
+	unsigned int gpu, gi, ci;
+};
+typedef struct ci_handle *nvmlComputeInstance_t;
+#define MAX_CIS 8
+
+struct proc {
+	unsigned int gpu, pid;
+};
+
+static struct profile profiles[MAX_GPUS][MAX_PROFILES];
+static struct gpu_instance instances[MAX_GPUS][MAX_GIS];
+static struct ci_handle ci_handles[MAX_GPUS][MAX_GIS][MAX_CIS];
+static struct proc procs[MAX_PROCS];
+static int nprocs;
+static char host_path[4096];
+
 /* injected returns the fault set for function on the GPU of dev. */
 static nvmlReturn_t injected(const char *function, const struct device *dev)
 {
@@ -194,6 +248,115 @@ static int bad_line(const char *path, int n, const char *what)
 	return NVML_ERROR_UNKNOWN;
 }
 
+/*
+ * gi_place gives the placement of GPU instance id: the 8 memory slices form
+ * a binary tree numbered breadth first, as NVML numbers GPU instances (0
+ * the whole GPU, 1-2 its halves, 3-6 quarters, 7-14 single slices).
+ */
+static void gi_place(unsigned int id, unsigned int *start, unsigned int *size)
+{
+	if (id == 0) {
+		*start = 0, *size = 8;
+	} else if (id <= 2) {
+		*start = (id - 1) * 4, *size = 4;
+	} else if (id <= 6) {
+		*start = (id - 3) * 2, *size = 2;
+	} else {
+		*start = id - 7, *size = 1;
+	}
+}
+
+static unsigned int gi_id(unsigned int start, unsigned int size)
+{
+	unsigned int span = 1;
+	while (span < size)
+		span *= 2;
+	return 8 / span - 1 + start / span;
+}
+
+/* derive_instances adds the GPU instances of MIG devices that no gi line gave. */
+static void derive_instances(void)
+{
+	static const unsigned int by_slices[] = {0, 0, 1, 2, 3, 3, 3, 4, 4};
+	for (unsigned int i = 0; i < ngpus; i++) {
+		for (int s = 0; s < MAX_SLOTS; s++) {
+			const struct device *m = &migs[i][s];
+			if (!m->present || m->gi >= MAX_GIS || instances[i][m->gi].present)
+				continue;
+			struct gpu_instance *x = &instances[i][m->gi];
+			x->present = 1;
+			x->gpu = &gpus[i];
+			x->id = m->gi;
+			gi_place(m->gi, &x->start, &x->size);
+			x->profile = by_slices[m->gi_slices < 8 ? m->gi_slices : 8];
+			for (unsigned int p = 0; p < MAX_PROFILES; p++)
+				if (profiles[i][p].present && profiles[i][p].compute == m->gi_slices &&
+				    profiles[i][p].memory_slices == x->size) {
+					x->profile = p;
+					break;
+				}
+		}
+	}
+}
+
+/* save writes the host back to its file, atomically; it returns an NVML code. */
+static nvmlReturn_t save(void)
+{
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s.fakenvml-tmp", host_path);
+	FILE *f = fopen(tmp, "w");
+	if (f == NULL)
+		return NVML_ERROR_UNKNOWN;
+	fprintf(f, "# host for the fake libnvidia-ml.so.1, rewritten after a MIG change\n");
+	fprintf(f, "driver %s\ncuda %d\n", driver_version, cuda_version);
+	static const char *modes[] = {"off", "on", "unsupported"};
+	for (unsigned int i = 0; i < ngpus; i++) {
+		const struct device *g = &gpus[i];
+		fprintf(f, "gpu %u %u %s %llu %d %d %s %s %s\n", g->index, g->minor, modes[g->mig_mode], g->memory_mib,
+			g->cc_major, g->cc_minor, g->uuid, g->bus_id, g->name);
+		fprintf(f, "slots %u\n", g->slots);
+		for (unsigned int p = 0; p < MAX_PROFILES; p++) {
+			const struct profile *pr = &profiles[i][p];
+			if (!pr->present)
+				continue;
+			fprintf(f, "profile %u %u %u %llu %u ", p, pr->compute, pr->memory_slices, pr->memory_mib, pr->sms);
+			const char *sep = "";
+			for (int b = 0; b < 16; b++)
+				if (pr->starts & (1u << b)) {
+					fprintf(f, "%s%d", sep, b);
+					sep = ",";
+				}
+			fprintf(f, "\n");
+		}
+		for (int id = 0; id < MAX_GIS; id++) {
+			const struct gpu_instance *x = &instances[i][id];
+			if (x->present)
+				fprintf(f, "gi %u %u %u %u\n", x->id, x->profile, x->start, x->size);
+		}
+		for (int s = 0; s < MAX_SLOTS; s++) {
+			const struct device *m = &migs[i][s];
+			if (m->present)
+				fprintf(f, "mig %u %u %u %u %u %llu %u %s\n", m->slot, m->gi, m->ci, m->gi_slices,
+					m->ci_slices, m->memory_mib, m->sms, m->uuid);
+		}
+	}
+	for (int i = 0; i < nprocs; i++)
+		fprintf(f, "proc %u %u\n", procs[i].gpu, procs[i].pid);
+	for (int i = 0; i < nfaults; i++) {
+		if (faults[i].gpu < 0)
+			fprintf(f, "fail %s - %d\n", faults[i].function, faults[i].ret);
+		else
+			fprintf(f, "fail %s %d %d\n", faults[i].function, faults[i].gpu, faults[i].ret);
+	}
+	int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+	bad |= fclose(f) != 0;
+	if (bad || rename(tmp, host_path) != 0) {
+		unlink(tmp);
+		return NVML_ERROR_UNKNOWN;
+	}
+	return NVML_SUCCESS;
+}
+
 /* load reads the host file; it returns an NVML code. */
 static nvmlReturn_t load(void)
 {
@@ -205,10 +368,14 @@ static nvmlReturn_t load(void)
 		fprintf(stderr, "fakenvml: cannot open %s\n", path);
 		return NVML_ERROR_DRIVER_NOT_LOADED;
 	}
+	snprintf(host_path, sizeof host_path, "%s", path);
 	memset(gpus, 0, sizeof gpus);
 	memset(migs, 0, sizeof migs);
+	memset(profiles, 0, sizeof profiles);
+	memset(instances, 0, sizeof instances);
 	ngpus = 0;
 	nfaults = 0;
+	nprocs = 0;
 	driver_version[0] = '\0';
 	cuda_version = 0;
 
@@ -286,6 +453,41 @@ static nvmlReturn_t load(void)
 			}
 			continue;
 		}
+		if (strncmp(line, "profile ", 8) == 0) {
+			unsigned int id;
+			struct profile pr = {0};
+			char starts[64];
+			if (g == NULL || sscanf(line, "profile %u %u %u %llu %u %63s", &id, &pr.compute, &pr.memory_slices,
+						&pr.memory_mib, &pr.sms, starts) != 6 || id >= MAX_PROFILES) {
+				ret = bad_line(path, n, "want: profile ID COMPUTE-SLICES MEMORY-SLICES MEMORY-MIB SMS START,START,... after a gpu line");
+				break;
+			}
+			for (char *t = strtok(starts, ","); t; t = strtok(NULL, ","))
+				pr.starts |= 1u << (atoi(t) & 15);
+			pr.present = 1;
+			profiles[g - gpus][id] = pr;
+			continue;
+		}
+		if (strncmp(line, "gi ", 3) == 0) {
+			struct gpu_instance x = {0};
+			if (g == NULL || sscanf(line, "gi %u %u %u %u", &x.id, &x.profile, &x.start, &x.size) != 4 ||
+			    x.id >= MAX_GIS || x.profile >= MAX_PROFILES) {
+				ret = bad_line(path, n, "want: gi ID PROFILE START SIZE after a gpu line");
+				break;
+			}
+			x.present = 1;
+			x.gpu = g;
+			instances[g - gpus][x.id] = x;
+			continue;
+		}
+		if (strncmp(line, "proc ", 5) == 0) {
+			if (nprocs == MAX_PROCS || sscanf(line, "proc %u %u", &procs[nprocs].gpu, &procs[nprocs].pid) != 2) {
+				ret = bad_line(path, n, "want: proc GPU-INDEX PID");
+				break;
+			}
+			nprocs++;
+			continue;
+		}
 		if (strncmp(line, "fail ", 5) == 0) {
 			struct fault *x = &faults[nfaults];
 			char gpu[16];
@@ -302,6 +504,8 @@ static nvmlReturn_t load(void)
 	fclose(f);
 	if (ret == NVML_SUCCESS && driver_version[0] == '\0')
 		ret = bad_line(path, n, "no driver line");
+	if (ret == NVML_SUCCESS)
+		derive_instances();
 	return ret;
 }
 
@@ -562,5 +766,433 @@ EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, struct attri
 		attr->gpu_instance_slice_count = device->gi_slices;
 		attr->compute_instance_slice_count = device->ci_slices;
 	}
+	return NVML_SUCCESS;
+}
+
+/* ---- MIG management: the calls mig-parted, nvidia-ctk and gpuctk make ---- */
+
+/* nvmlProcessInfo_t (the _v3 layout). */
+struct process_info {
+	unsigned int pid;
+	unsigned long long used_gpu_memory;
+	unsigned int gpu_instance_id;
+	unsigned int compute_instance_id;
+};
+_Static_assert(sizeof(struct process_info) == 24, "nvmlProcessInfo_t layout");
+
+/* nvmlGpuInstancePlacement_t. */
+struct placement {
+	unsigned int start;
+	unsigned int size;
+};
+
+/* nvmlGpuInstanceProfileInfo_t. */
+struct gi_profile_info {
+	unsigned int id, is_p2p_supported, slice_count, instance_count, multiprocessor_count;
+	unsigned int copy_engine_count, decoder_count, encoder_count, jpeg_count, ofa_count;
+	unsigned long long memory_size_mb;
+};
+_Static_assert(sizeof(struct gi_profile_info) == 48, "nvmlGpuInstanceProfileInfo_t layout");
+
+/* nvmlGpuInstanceInfo_t. */
+struct gi_info {
+	nvmlDevice_t device;
+	unsigned int id, profile_id;
+	struct placement placement;
+};
+_Static_assert(sizeof(struct gi_info) == 24, "nvmlGpuInstanceInfo_t layout");
+
+/* nvmlComputeInstanceProfileInfo_t. */
+struct ci_profile_info {
+	unsigned int id, slice_count, instance_count, multiprocessor_count;
+	unsigned int shared_copy_engine_count, shared_decoder_count, shared_encoder_count, shared_jpeg_count,
+		shared_ofa_count;
+};
+_Static_assert(sizeof(struct ci_profile_info) == 36, "nvmlComputeInstanceProfileInfo_t layout");
+
+/* nvmlComputeInstanceInfo_t. */
+struct ci_info {
+	nvmlDevice_t device;
+	nvmlGpuInstance_t gpu_instance;
+	unsigned int id, profile_id;
+	struct placement placement;
+};
+_Static_assert(sizeof(struct ci_info) == 32, "nvmlComputeInstanceInfo_t layout");
+
+/* Slices of NVML's compute instance profiles 0-6 (1, 2, 3, 4, 7, 8, 6 slices). */
+static const unsigned int ci_slices[] = {1, 2, 3, 4, 7, 8, 6};
+#define CI_PROFILES 7
+
+static int valid_gi(const struct gpu_instance *x)
+{
+	const char *p = (const char *)x;
+	if (p < (const char *)instances || p >= (const char *)(instances + MAX_GPUS))
+		return 0;
+	return ((p - (const char *)instances) % sizeof *x) == 0 && x->present;
+}
+
+/* ci_device returns the MIG device of a compute instance handle, NULL for a bad one. */
+static struct device *ci_device(const struct ci_handle *h)
+{
+	const char *p = (const char *)h;
+	if (p < (const char *)ci_handles || p >= (const char *)(ci_handles + MAX_GPUS) ||
+	    (p - (const char *)ci_handles) % sizeof *h != 0 || h->gpu >= ngpus)
+		return NULL;
+	for (int s = 0; s < MAX_SLOTS; s++) {
+		struct device *m = &migs[h->gpu][s];
+		if (m->present && m->gi == h->gi && m->ci == h->ci)
+			return m;
+	}
+	return NULL;
+}
+
+static struct ci_handle *ci_handle_of(const struct device *m)
+{
+	struct ci_handle *h = &ci_handles[m->parent - gpus][m->gi % MAX_GIS][m->ci % MAX_CIS];
+	*h = (struct ci_handle){(unsigned int)(m->parent - gpus), m->gi, m->ci};
+	return h;
+}
+
+#define ENTER_CI(ci, dev, out)                               \
+	do {                                                 \
+		if (init_count == 0)                         \
+			return NVML_ERROR_UNINITIALIZED;     \
+		dev = ci_device(ci);                         \
+		if (dev == NULL || (out) == NULL)            \
+			return NVML_ERROR_INVALID_ARGUMENT;  \
+		nvmlReturn_t r_ = injected(__func__, dev);   \
+		if (r_ != NVML_SUCCESS)                      \
+			return r_;                           \
+	} while (0)
+
+#define ENTER_GI(gi, out)                                    \
+	do {                                                 \
+		if (init_count == 0)                         \
+			return NVML_ERROR_UNINITIALIZED;     \
+		if (!valid_gi(gi) || (out) == NULL)          \
+			return NVML_ERROR_INVALID_ARGUMENT;  \
+		nvmlReturn_t r_ = injected(__func__, (gi)->gpu); \
+		if (r_ != NVML_SUCCESS)                      \
+			return r_;                           \
+	} while (0)
+
+/* mig_ready reports whether a GPU handle is a GPU in MIG mode. */
+static nvmlReturn_t mig_ready(const struct device *d)
+{
+	if (d->is_mig || d->mig_mode == MIG_UNSUPPORTED)
+		return NVML_ERROR_NOT_SUPPORTED;
+	if (d->mig_mode != MIG_ON)
+		return NVML_ERROR_NOT_SUPPORTED;
+	return NVML_SUCCESS;
+}
+
+static int cmp_mig(const void *a, const void *b)
+{
+	const struct device *x = a, *y = b;
+	if (x->gi != y->gi)
+		return x->gi < y->gi ? -1 : 1;
+	return x->ci < y->ci ? -1 : x->ci > y->ci;
+}
+
+/* renumber gives a GPU's MIG devices their indices in GPU instance order, as NVML does. */
+static void renumber(struct device *g)
+{
+	struct device tmp[MAX_SLOTS];
+	int n = 0;
+	for (int s = 0; s < MAX_SLOTS; s++)
+		if (g->mig[s].present)
+			tmp[n++] = g->mig[s];
+	qsort(tmp, n, sizeof tmp[0], cmp_mig);
+	memset(g->mig, 0, MAX_SLOTS * sizeof g->mig[0]);
+	for (int i = 0; i < n; i++) {
+		tmp[i].slot = i;
+		g->mig[i] = tmp[i];
+	}
+	if ((unsigned int)n > g->slots)
+		g->slots = n;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+	ENTER_SYSTEM(device);
+	if (uuid == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	for (unsigned int i = 0; i < ngpus; i++) {
+		if (strcmp(gpus[i].uuid, uuid) == 0) {
+			*device = &gpus[i];
+			return NVML_SUCCESS;
+		}
+		for (int s = 0; s < MAX_SLOTS; s++)
+			if (migs[i][s].present && strcmp(migs[i][s].uuid, uuid) == 0) {
+				*device = &migs[i][s];
+				return NVML_SUCCESS;
+			}
+	}
+	return NVML_ERROR_NOT_FOUND;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
+							   struct process_info *infos)
+{
+	ENTER(device, count);
+	unsigned int n = 0;
+	for (int i = 0; i < nprocs; i++)
+		if (!device->is_mig && procs[i].gpu == device->index)
+			n++;
+	if (*count < n) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	if (n > 0 && infos == NULL)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	n = 0;
+	for (int i = 0; i < nprocs; i++)
+		if (!device->is_mig && procs[i].gpu == device->index) {
+			memset(&infos[n], 0, sizeof infos[n]);
+			infos[n++].pid = procs[i].pid;
+		}
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t *activation)
+{
+	ENTER(device, activation);
+	if (device->is_mig || device->mig_mode == MIG_UNSUPPORTED)
+		return NVML_ERROR_NOT_SUPPORTED;
+	if (mode > MIG_ON)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	for (int id = 0; id < MAX_GIS; id++)
+		if (instances[device - gpus][id].present)
+			ret = NVML_ERROR_IN_USE;
+	if (ret == NVML_SUCCESS) {
+		device->mig_mode = mode;
+		*activation = NVML_SUCCESS;
+		ret = save();
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+							struct gi_profile_info *info)
+{
+	ENTER(device, info);
+	nvmlReturn_t ret = mig_ready(device);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	if (profile >= MAX_PROFILES || !profiles[device - gpus][profile].present)
+		return NVML_ERROR_NOT_SUPPORTED;
+	const struct profile *pr = &profiles[device - gpus][profile];
+	memset(info, 0, sizeof *info);
+	info->id = profile;
+	info->slice_count = pr->compute;
+	info->instance_count = __builtin_popcount(pr->starts);
+	info->multiprocessor_count = pr->sms;
+	info->memory_size_mb = pr->memory_mib;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profile, nvmlGpuInstance_t *gis,
+					      unsigned int *count)
+{
+	ENTER(device, count);
+	nvmlReturn_t ret = mig_ready(device);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	if (gis == NULL || profile >= MAX_PROFILES || !profiles[device - gpus][profile].present)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	unsigned int n = 0;
+	for (int id = 0; id < MAX_GIS; id++) {
+		struct gpu_instance *x = &instances[device - gpus][id];
+		if (x->present && x->profile == profile)
+			gis[n++] = x;
+	}
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profile,
+							     const struct placement *placement,
+							     nvmlGpuInstance_t *gi)
+{
+	ENTER(device, gi);
+	nvmlReturn_t ret = mig_ready(device);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	unsigned int g = device - gpus;
+	if (placement == NULL || profile >= MAX_PROFILES || !profiles[g][profile].present)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	const struct profile *pr = &profiles[g][profile];
+	if (placement->start >= 16 || !(pr->starts & (1u << placement->start)) || placement->size != pr->memory_slices)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	pthread_mutex_lock(&lock);
+	unsigned int compute = pr->compute;
+	for (int id = 0; id < MAX_GIS; id++) {
+		const struct gpu_instance *x = &instances[g][id];
+		if (!x->present)
+			continue;
+		compute += profiles[g][x->profile].compute;
+		if (x->start < placement->start + placement->size && placement->start < x->start + x->size)
+			ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+	}
+	if (compute > 7)
+		ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+	unsigned int id = gi_id(placement->start, placement->size);
+	if (ret == NVML_SUCCESS && id < MAX_GIS) {
+		struct gpu_instance *x = &instances[g][id];
+		*x = (struct gpu_instance){.present = 1, .gpu = device, .id = id, .profile = profile,
+					   .start = placement->start, .size = placement->size};
+		*gi = x;
+		ret = save();
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id, nvmlGpuInstance_t *gi)
+{
+	ENTER(device, gi);
+	nvmlReturn_t ret = mig_ready(device);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	if (id >= MAX_GIS || !instances[device - gpus][id].present)
+		return NVML_ERROR_NOT_FOUND;
+	*gi = &instances[device - gpus][id];
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gi, struct gi_info *info)
+{
+	ENTER_GI(gi, info);
+	info->device = gi->gpu;
+	info->id = gi->id;
+	info->profile_id = gi->profile;
+	info->placement = (struct placement){gi->start, gi->size};
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gi)
+{
+	ENTER_GI(gi, gi);
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	for (int s = 0; s < MAX_SLOTS; s++)
+		if (gi->gpu->mig[s].present && gi->gpu->mig[s].gi == gi->id)
+			ret = NVML_ERROR_IN_USE;
+	if (ret == NVML_SUCCESS) {
+		gi->present = 0;
+		ret = save();
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gi, unsigned int profile,
+								 unsigned int engine, struct ci_profile_info *info)
+{
+	ENTER_GI(gi, info);
+	if (profile >= CI_PROFILES)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	const struct profile *pr = &profiles[gi->gpu - gpus][gi->profile];
+	if (engine != 0 || ci_slices[profile] > pr->compute)
+		return NVML_ERROR_NOT_SUPPORTED;
+	memset(info, 0, sizeof *info);
+	info->id = profile;
+	info->slice_count = ci_slices[profile];
+	info->instance_count = pr->compute / ci_slices[profile];
+	info->multiprocessor_count = pr->sms * ci_slices[profile] / pr->compute;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int profile,
+							 nvmlComputeInstance_t *ci)
+{
+	ENTER_GI(gi, ci);
+	if (profile >= CI_PROFILES)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	struct device *g = gi->gpu;
+	const struct profile *pr = &profiles[g - gpus][gi->profile];
+	if (ci_slices[profile] != pr->compute)
+		return NVML_ERROR_NOT_SUPPORTED; /* the fake makes only spanning compute instances */
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	int free_slot = -1;
+	for (int s = MAX_SLOTS - 1; s >= 0; s--) {
+		if (!g->mig[s].present)
+			free_slot = s;
+		else if (g->mig[s].gi == gi->id)
+			ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+	}
+	if (free_slot < 0)
+		ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+	if (ret == NVML_SUCCESS) {
+		/* A UUID that stays the same for the same GPU and GPU instance: FNV-1a. */
+		unsigned long long h = 0xcbf29ce484222325ULL;
+		char key[128];
+		snprintf(key, sizeof key, "%s/%u", g->uuid, gi->id);
+		for (const char *c = key; *c; c++)
+			h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+		struct device m = {.present = 1, .is_mig = 1, .parent = g, .gi = gi->id, .ci = 0,
+				   .gi_slices = pr->compute, .ci_slices = pr->compute, .memory_mib = pr->memory_mib,
+				   .sms = pr->sms};
+		snprintf(m.uuid, sizeof m.uuid, "MIG-%08llx-%04llx-%04llx-%04x-%012llx", h >> 32, (h >> 16) & 0xffff,
+			 h & 0xffff, gi->id, (h * 31) & 0xffffffffffffULL);
+		g->mig[free_slot] = m;
+		renumber(g);
+		for (int s = 0; s < MAX_SLOTS; s++)
+			if (g->mig[s].present && g->mig[s].gi == gi->id)
+				*ci = ci_handle_of(&g->mig[s]);
+		ret = save();
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gi, unsigned int profile,
+						       nvmlComputeInstance_t *cis, unsigned int *count)
+{
+	ENTER_GI(gi, count);
+	if (cis == NULL || profile >= CI_PROFILES)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	unsigned int n = 0;
+	for (int s = 0; s < MAX_SLOTS; s++) {
+		struct device *m = &gi->gpu->mig[s];
+		if (m->present && m->gi == gi->id && m->ci_slices == ci_slices[profile] && m->ci < MAX_CIS)
+			cis[n++] = ci_handle_of(m);
+	}
+	*count = n;
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t ci)
+{
+	struct device *m;
+	ENTER_CI(ci, m, ci);
+	pthread_mutex_lock(&lock);
+	struct device *g = m->parent;
+	m->present = 0;
+	renumber(g);
+	nvmlReturn_t ret = save();
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, struct ci_info *info)
+{
+	struct device *m;
+	ENTER_CI(ci, m, info);
+	if (m->gi >= MAX_GIS)
+		return NVML_ERROR_INVALID_ARGUMENT;
+	memset(info, 0, sizeof *info);
+	info->device = m->parent;
+	info->gpu_instance = &instances[m->parent - gpus][m->gi];
+	info->id = m->ci;
+	for (unsigned int p = 0; p < CI_PROFILES; p++)
+		if (ci_slices[p] == m->ci_slices)
+			info->profile_id = p;
+	info->placement = (struct placement){0, m->ci_slices};
 	return NVML_SUCCESS;
 }

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
+	"github.com/gpuctk/gpuctk/mig"
+)
+
+// migFlags select the host and the layout.
+func migFlags(layout bool) []cli.Flag {
+	flags := []cli.Flag{
+		configFlag(),
+		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "a simulated host's profile file instead of NVML (apply rewrites it); an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") is read-only"},
+		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config, /)"},
+		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config, else the driver root)"},
+	}
+	if layout {
+		flags = append(flags,
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, EnvVars: envVar("mig-config-file"), Usage: "mig-parted config file (default: config [mig] config-file, else the built-in layouts for A100-40GB, A100-80GB and H100-80GB)"},
+			&cli.StringFlag{Name: "config-name", Aliases: []string{"c"}, EnvVars: envVar("mig-config"), Usage: "the config (layout) to use, e.g. all-1g.5gb (default: config [mig] config)"},
+		)
+	}
+	return flags
+}
+
+func migCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mig",
+		Usage: "partition GPUs into MIG devices from a mig-parted config",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "apply",
+				Usage: "plan and make the changes that give the GPUs a layout, then regenerate the spec",
+				Flags: append(migFlags(true),
+					&cli.BoolFlag{Name: "dry-run", EnvVars: envVar("dry-run"), Usage: "print the plan only"},
+					&cli.BoolFlag{Name: "if-configured", EnvVars: envVar("if-configured"), Usage: "when no layout is chosen, say so and exit 0 (for the boot unit)"},
+					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "/var/run/cdi/nvidia.yaml", EnvVars: envVar("output"), Usage: "spec file to regenerate after a change"},
+					&cli.StringFlag{Name: "format", EnvVars: envVar("format"), Usage: "spec format, yaml or json (default: from the --output extension)"},
+				),
+				Action: migApply,
+			},
+			{
+				Name:   "assert",
+				Usage:  "exit 0 when the GPUs have a layout, 1 with the differences otherwise",
+				Flags:  migFlags(true),
+				Action: migAssert,
+			},
+			{
+				Name:  "export",
+				Usage: "print the GPUs' layout as a mig-parted config",
+				Flags: append(migFlags(false),
+					&cli.StringFlag{Name: "config-name", Aliases: []string{"c"}, Value: "current", Usage: "name of the exported config"},
+				),
+				Action: migExport,
+			},
+		},
+	}
+}
+
+// layoutName is the layout to apply or assert: -c, else config [mig]
+// config (the boot unit's).
+func layoutName(c *cli.Context, cfg *config.Config) string {
+	return cmp.Or(c.String("config-name"), cfg.MIG.Config)
+}
+
+// layoutFile is the mig-parted file to read the layout from: -f, else
+// config [mig] config-file, else the built-in layouts.
+func layoutFile(c *cli.Context, cfg *config.Config) string {
+	return cmp.Or(c.String("file"), cfg.MIG.ConfigFile)
+}
+
+// migPlan reads the config and the host and plans the chosen layout.
+func migPlan(c *cli.Context, cfg *config.Config) (*mig.Plan, *inventory.Host, error) {
+	if c.NArg() > 0 {
+		return nil, nil, fmt.Errorf("unexpected argument %q: give the layout with -c NAME", c.Args().First())
+	}
+	name := layoutName(c, cfg)
+	if name == "" {
+		return nil, nil, errors.New("no layout chosen: give -c NAME, e.g. -c all-1g.5gb (gpuctk mig export shows the current one)")
+	}
+	mc, err := mig.LoadConfig(layoutFile(c, cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	h, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := mig.Compute(h, mc, name)
+	return p, h, err
+}
+
+func migApply(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("if-configured") && layoutName(c, cfg) == "" {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: no MIG layout chosen: MIG left as it is")
+		return nil
+	}
+	p, _, err := migPlan(c, cfg)
+	if err != nil {
+		return err
+	}
+	sim := c.String("simulate")
+	if sim != "" && !c.Bool("dry-run") && !p.Empty() && !strings.ContainsRune(sim, '/') && !strings.HasSuffix(sim, ".toml") {
+		return fmt.Errorf("--simulate %s is an embedded profile, which apply cannot change: copy it to a file (inventory/profiles/%s.toml) and give its path, or use --dry-run", sim, sim)
+	}
+	for _, l := range p.Lines() {
+		fmt.Fprintln(c.App.Writer, l)
+	}
+	if c.Bool("dry-run") || p.Empty() {
+		return nil
+	}
+	opts := []mig.ApplyOption{mig.WithMPSStateRoot(cfg.MPS.StateRoot)}
+	if sim != "" {
+		s, err := mig.OpenSimulator(sim)
+		if err != nil {
+			return err
+		}
+		err = mig.Apply(p, s, opts...)
+		// A simulated GPU keeps what was done before a failure, as a real
+		// one does.
+		if serr := s.Save(); err == nil {
+			err = serr
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+		if err != nil {
+			return err
+		}
+		src, err := nvmlhost.Open(lib)
+		if err != nil {
+			return err
+		}
+		dev, err := src.MIG()
+		if err != nil {
+			return err
+		}
+		err = mig.Apply(p, dev, opts...)
+		dev.Close()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(c.App.ErrWriter, "gpuctk: applied MIG config %q\n", p.Layout)
+	// The same step as `gpuctk cdi generate --output FILE`, on the new
+	// layout: this command has its flags.
+	return generate(c)
+}
+
+func migAssert(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	p, _, err := migPlan(c, cfg)
+	if err != nil {
+		return err
+	}
+	if p.Empty() {
+		fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		return nil
+	}
+	for _, d := range p.Differences() {
+		fmt.Fprintln(c.App.Writer, d)
+	}
+	return fmt.Errorf("the GPUs do not have MIG config %q (%d differ)", p.Layout, len(p.GPUs))
+}
+
+func migExport(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", c.Args().First())
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	h, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(mig.Export(h, c.String("config-name")))
+	return err
+}

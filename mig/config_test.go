@@ -1,0 +1,93 @@
+package mig
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, want string
+	}{
+		{"empty", "", "MIG config f.yaml: empty file"},
+		{"version", "version: v2\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n", `version is "v2": only v1 is known`},
+		{"unknown top key", "version: v1\nmig-config: {}\n", "line 2: field mig-config not found"},
+		{"no configs", "version: v1\n", "mig-configs is empty"},
+		{"layout not a list", "version: v1\nmig-configs:\n  a: {}\n", `config "a" (line 3): must be a non-empty list of entries`},
+		{"unknown field", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enable: true\n", `config "a" entry 1: line 5: unknown field "mig-enable"`},
+		{"devices missing", "version: v1\nmig-configs:\n  a:\n    - mig-enabled: true\n", `config "a" entry 1: line 4: field devices is missing`},
+		{"mig-enabled missing", "version: v1\nmig-configs:\n  a:\n    - devices: all\n", `config "a" entry 1: line 4: field mig-enabled is missing`},
+		{"devices word", "version: v1\nmig-configs:\n  a:\n    - devices: some\n      mig-enabled: false\n", `config "a" entry 1: field devices: line 4: must be all or a non-empty list of GPU indices`},
+		{"negative index", "version: v1\nmig-configs:\n  a:\n    - devices: [-1]\n      mig-enabled: false\n", `field devices: line 4: GPU index -1 is negative`},
+		{"mig-enabled type", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: yes please\n", `config "a" entry 1: field mig-enabled: line 5: cannot unmarshal`},
+		{"count", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": many}\n", `field mig-devices: line 6: profile 1g.5gb: count "many" is not a whole number of at least 0`},
+		{"devices without MIG", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {\"1g.5gb\": 7}\n", `field mig-devices: MIG devices need mig-enabled: true`},
+		{"PCI id filter", "version: v1\nmig-configs:\n  a:\n  - devices: all\n    device-filter: 0x20B010DE\n    mig-enabled: false\n", `field device-filter: line 5: 0x20B010DE is a PCI device id: gpuctk filters by product name`},
+		{"second entry", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n    - devices: [1]\n", `config "a" entry 2: line 6: field mig-enabled is missing`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig("f.yaml", []byte(tc.yaml))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error %q, want one line containing %q", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "MIG config f.yaml") {
+				t.Errorf("error %q does not name the file", err)
+			}
+		})
+	}
+}
+
+func TestEmbeddedConfig(t *testing.T) {
+	c, err := LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"all-disabled", "all-enabled", "all-1g.5gb", "all-1g.10gb", "all-2g.10gb", "all-2g.20gb", "all-3g.20gb", "all-3g.40gb", "all-balanced"} {
+		if !slices.Contains(c.Names(), name) {
+			t.Errorf("embedded config lacks %s", name)
+		}
+	}
+	// Every entry of every layout fits on each model it may select.
+	for _, name := range c.Names() {
+		for i, e := range c.Layouts[name] {
+			for _, m := range models {
+				if !e.matches(0, m.Products[0]) || !e.MIGEnabled {
+					continue
+				}
+				_, err := Place(&m, e.MIGDevices)
+				lacks := err != nil && strings.Contains(err.Error(), "is not one of")
+				if err != nil && !(lacks && len(e.Filter) == 0) {
+					t.Errorf("%s entry %d on %s: %v", name, i+1, m.Name, err)
+				}
+			}
+		}
+	}
+	if _, err := c.Layout("all-7g"); err == nil || !strings.Contains(err.Error(), `MIG config embedded config has no config "all-7g": use one of all-1g.10gb,`) {
+		t.Errorf("unknown layout: %v", err)
+	}
+}
+
+// TestLoadConfigNotRegular checks that a device node or a FIFO given as
+// the config file is refused at once, not read or waited on.
+func TestLoadConfigNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/null", "/dev/zero", fifo} {
+		done := make(chan error, 1)
+		go func() { _, err := LoadConfig(path); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || err.Error() != "MIG config "+path+": not a regular file" {
+				t.Errorf("%s: got %v", path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: LoadConfig hangs", path)
+		}
+	}
+}

@@ -1,0 +1,12 @@
+// Package mig partitions GPUs into MIG devices from a named layout in
+// NVIDIA mig-parted's config format (version v1, mig-configs). It knows
+// the MIG profiles of the GPU models it supports (slices, memory, SMs,
+// allowed placements), plans the changes that turn a host's current layout
+// into the chosen one (MIG mode, GPU and compute instances to destroy and
+// create), and carries a plan out through a Device: NVML on a real host
+// (inventory/nvmlhost) or a simulated host profile file (Simulator).
+//
+// A plan is always computed from the state the host reports, so applying
+// again after a failure half-way converges, and applying a layout the host
+// already has changes nothing.
+package mig

@@ -1,0 +1,48 @@
+package mig
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/inventory"
+)
+
+// FuzzConfig feeds arbitrary config files to the parser and the planner:
+// neither may panic or take long, errors are one line, and a plan that is
+// made, once applied, leaves nothing to do.
+func FuzzConfig(f *testing.F) {
+	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 2, \"3g.20gb\": 1}\n"))
+	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: [0, 7]\n      device-filter: A100-SXM4-40GB\n      mig-enabled: false\n"))
+	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 9223372036854775807}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := ParseConfig("f.yaml", data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error on more than one line: %q", err)
+			}
+			return
+		}
+		p, err := inventory.LoadProfile("dgx-a100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Simulator{profile: p, empty: map[string]map[int]bool{}}
+		for _, name := range c.Names() {
+			h, _ := s.Host()
+			plan, err := Compute(h, c, name)
+			if err != nil {
+				if strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error on more than one line: %q", err)
+				}
+				continue
+			}
+			if err := Apply(plan, s); err != nil {
+				t.Fatalf("config %q: apply of a plan made: %v", name, err)
+			}
+			h, _ = s.Host()
+			if again, err := Compute(h, c, name); err != nil || !again.Empty() {
+				t.Fatalf("config %q: second plan: %v %v", name, err, again)
+			}
+		}
+	})
+}

@@ -1,0 +1,240 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+	"github.com/gpuctk/gpuctk/tests/fakenvml"
+)
+
+// gpuctkRun runs the built gpuctk with an empty config and returns its
+// stdout, stderr and exit code.
+func gpuctkRun(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, []byte("[mps]\nstate-root = \""+t.TempDir()+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args = append(args[:2:2], append([]string{"--config", cfg}, args[2:]...)...)
+	cmd := exec.Command(bin("gpuctk"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return out.String(), errb.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), 0
+}
+
+// simulatedProfile copies an embedded profile to a file that apply may
+// rewrite.
+func simulatedProfile(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".toml")
+	copyFile(t, filepath.Join("..", "inventory", "profiles", name+".toml"), path, 0o644)
+	return path
+}
+
+// TestMIGApplySimulated applies a built-in layout to a simulated host file
+// with the shipped binary: the plan is printed, the spec regenerated with
+// the new MIG devices, `cdi generate --simulate FILE` shows them, assert
+// agrees, and a second apply changes nothing (not even the spec).
+func TestMIGApplySimulated(t *testing.T) {
+	host := simulatedProfile(t, "dgx-a100")
+	spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec)
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "GPU 0 (NVIDIA A100-SXM4-40GB, GPU-13fe3248-4da8-65f8-e972-3f15eef51793): MIG disabled -> MIG enabled: 2 x 1g.5gb, 1 x 2g.10gb, 1 x 3g.20gb\n  set MIG mode enabled\n  create GPU instance 2 (3g.20gb, memory slices 4-7)") {
+		t.Errorf("plan:\n%s", out)
+	}
+	if !strings.Contains(errs, "8 GPUs, 32 MIG devices, 0 replicas") {
+		t.Errorf("spec not regenerated with 32 MIG devices: %s", errs)
+	}
+	gen, errs, code := gpuctkRun(t, nil, "cdi", "generate", "--simulate", host, "--format", "json")
+	if code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	names := nvmlDeviceNames(t, gen)
+	for _, want := range []string{"0:0", "0:3", "mig-0", "mig-31", "7:3"} {
+		if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+want+" ") {
+			t.Errorf("spec lacks %s: %v", want, names)
+		}
+	}
+	if _, _, code := gpuctkRun(t, nil, "mig", "assert", "-c", "all-balanced", "--simulate", host); code != 0 {
+		t.Errorf("assert after apply: exit %d", code)
+	}
+	out, _, code = gpuctkRun(t, nil, "mig", "assert", "-c", "all-1g.5gb", "--simulate", host)
+	if code != 1 || strings.Count(out, "\n") != 8 || !strings.Contains(out, `GPU 3 (NVIDIA A100-SXM4-40GB, GPU-62dcf677-cc5f-d6b0-7fe5-3a9f7a23bd87): has MIG enabled: 2 x 1g.5gb, 1 x 2g.10gb, 1 x 3g.20gb; config "all-1g.5gb" wants MIG enabled: 7 x 1g.5gb`) {
+		t.Errorf("assert of another layout: exit %d:\n%s", code, out)
+	}
+	before, _ := os.Stat(spec)
+	hostBefore, _ := os.ReadFile(host)
+	time.Sleep(10 * time.Millisecond)
+	out, _, code = gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec)
+	if code != 0 || out != "the GPUs already have MIG config \"all-balanced\": nothing to change\n" {
+		t.Errorf("second apply: exit %d:\n%s", code, out)
+	}
+	if after, _ := os.Stat(spec); !after.ModTime().Equal(before.ModTime()) {
+		t.Error("second apply rewrote the spec")
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(hostBefore) {
+		t.Error("second apply rewrote the host file")
+	}
+	exported, _, code := gpuctkRun(t, nil, "mig", "export", "--simulate", host)
+	if code != 0 || !strings.Contains(exported, "    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.5gb\": 2\n        \"2g.10gb\": 1\n        \"3g.20gb\": 1\n") {
+		t.Errorf("export: exit %d:\n%s", code, exported)
+	}
+}
+
+// TestMIGBadInput checks that each refusal is one line, a non-zero exit,
+// and leaves the host file and the spec as they were.
+func TestMIGBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		profile string
+		args    func(t *testing.T) []string
+		want    string
+	}{
+		{"no layout", "dgx-a100", func(*testing.T) []string { return nil }, "no layout chosen: give -c NAME"},
+		{"unknown layout", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-9g"} }, `MIG config embedded config has no config "all-9g": use one of all-1g.10gb, `},
+		{"profile the GPU lacks", "h100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb"} }, `GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's:`},
+		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB"},
+		{"too many slices", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)
+			return []string{"-f", f, "-c", "big"}
+		}, `config "big": GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"unknown field", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-device: {}\n"), 0o644)
+			return []string{"-f", f, "-c", "a"}
+		}, `config "a" entry 1: line 6: unknown field "mig-device"`},
+		{"config file missing", "dgx-a100", func(*testing.T) []string { return []string{"-f", "/nonexistent/mig.yaml", "-c", "a"} }, "MIG config: open /nonexistent/mig.yaml: no such file or directory"},
+		{"unknown flag", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb", "--force"} }, `unknown flag "force"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := simulatedProfile(t, tc.profile)
+			spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+			os.WriteFile(spec, []byte("old spec\n"), 0o644)
+			before, _ := os.ReadFile(host)
+			_, errs, code := gpuctkRun(t, nil, append([]string{"mig", "apply", "--simulate", host, "--output", spec}, tc.args(t)...)...)
+			// A usage mistake adds where the usage is, on a line of its own.
+			errs = strings.Replace(errs, "Run 'gpuctk mig apply --help' for usage.\n", "", 1)
+			if code == 0 || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+				t.Errorf("exit %d, stderr %q, want one line containing %q", code, errs, tc.want)
+			}
+			if after, _ := os.ReadFile(host); string(after) != string(before) {
+				t.Error("the host file changed")
+			}
+			if s, _ := os.ReadFile(spec); string(s) != "old spec\n" {
+				t.Error("the spec changed")
+			}
+		})
+	}
+	// An embedded profile cannot be rewritten.
+	_, errs, code := gpuctkRun(t, nil, "mig", "apply", "--simulate", "dgx-a100", "-c", "all-1g.5gb")
+	if code == 0 || !strings.Contains(errs, "--simulate dgx-a100 is an embedded profile, which apply cannot change") {
+		t.Errorf("embedded profile: exit %d: %s", code, errs)
+	}
+}
+
+// TestMIGApplyNVML runs the shipped gpuctk on its production path against
+// the NVML test double: apply changes the MIG layout through go-nvml and
+// writes the spec from what NVML then reports, which offers the devices
+// the same apply on a simulated host offers; assert agrees afterwards.
+func TestMIGApplyNVML(t *testing.T) {
+	before, err := inventory.LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simulated apply gives the host after the change, whose MIG
+	// capability nodes the dev root needs (a driver makes them as
+	// instances appear).
+	simHost := simulatedProfile(t, "dgx-a100")
+	simSpec := filepath.Join(t.TempDir(), "sim.json")
+	if _, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", simHost, "--output", simSpec); code != 0 {
+		t.Fatalf("simulated apply: %s", errs)
+	}
+	after, err := inventory.LoadProfile(simHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, hostFile := nvmlRoot(t, before)
+	devRoot := t.TempDir()
+	if err := fakehost.Build(devRoot, after); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{fakenvml.EnvVar + "=" + hostFile}
+	roots := []string{"--driver-root", root, "--dev-root", devRoot}
+	spec := filepath.Join(t.TempDir(), "nvidia.json")
+	out, errs, code := gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	if code != 0 {
+		t.Fatalf("apply over NVML: exit %d: %s\n%s", code, errs, out)
+	}
+	if !strings.Contains(errs, "8 GPUs, 32 MIG devices, 0 replicas") {
+		t.Errorf("spec: %s", errs)
+	}
+	nvmlSpec, _ := os.ReadFile(spec)
+	simulated, _ := os.ReadFile(simSpec)
+	indexNames := func(spec string) []string {
+		var out []string
+		for _, n := range nvmlDeviceNames(t, spec) {
+			if !strings.HasPrefix(n, "MIG-") {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if got, want := indexNames(string(nvmlSpec)), indexNames(string(simulated)); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("devices over NVML %v, simulated %v", got, want)
+	}
+	if _, errs, code := gpuctkRun(t, env, append([]string{"mig", "assert", "-c", "all-balanced"}, roots...)...); code != 0 {
+		t.Errorf("assert over NVML: exit %d: %s", code, errs)
+	}
+	out, _, code = gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	if code != 0 || !strings.Contains(out, "nothing to change") {
+		t.Errorf("second apply over NVML: exit %d: %s", code, out)
+	}
+
+	// NVIDIA's own generator, on the same NVML, offers the same MIG
+	// devices by GPU:MIG index and UUID. It reads the MIG minors from the
+	// host's /proc whatever its --dev-root, so it runs in a mount
+	// namespace of its own with the dev root's file there.
+	ctk := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount -t tmpfs tmpfs /proc/driver && mkdir /proc/driver/nvidia-caps && cp "$1" /proc/driver/nvidia-caps/mig-minors && shift && exec "$@"`,
+		"sh", filepath.Join(devRoot, "proc/driver/nvidia-caps/mig-minors"),
+		tool(t, "nvidia-ctk"), "cdi", "generate", "--format", "json", "--mode", "nvml",
+		"--driver-root", root, "--dev-root", devRoot, "--device-name-strategy", "index", "--device-name-strategy", "uuid")
+	ctk.Env = append(os.Environ(), env...)
+	var ctkOut, ctkErr strings.Builder
+	ctk.Stdout, ctk.Stderr = &ctkOut, &ctkErr
+	if err := ctk.Run(); err != nil {
+		t.Fatalf("nvidia-ctk cdi generate: %v\n%s", err, ctkErr.String())
+	}
+	var theirs []string
+	for _, n := range nvmlDeviceNames(t, ctkOut.String()) {
+		if strings.Contains(n, ":") || strings.HasPrefix(n, "MIG-") {
+			theirs = append(theirs, n)
+		}
+	}
+	var ours []string
+	for _, n := range nvmlDeviceNames(t, string(nvmlSpec)) {
+		if strings.Contains(n, ":") || strings.HasPrefix(n, "MIG-") {
+			ours = append(ours, n)
+		}
+	}
+	if strings.Join(theirs, " ") != strings.Join(ours, " ") || len(ours) != 64 {
+		t.Errorf("nvidia-ctk offers MIG devices %v;\ngpuctk offers %v", theirs, ours)
+	}
+}
