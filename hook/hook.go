@@ -95,11 +95,27 @@ func (e *Env) Container() (Container, error) {
 	if cfg.Root.Path == "" {
 		return Container{}, fmt.Errorf("bundle %s/config.json has no root.path", e.state.Bundle)
 	}
-	c := Container{Root: cfg.Root.Path, UID: hostRoot(cfg.Linux.UIDMappings), GID: hostRoot(cfg.Linux.GIDMappings)}
+	c := Container{Root: cfg.Root.Path}
+	// runc and crun run createContainer hooks inside the container's user
+	// namespace, as its root: what the hook creates is then the
+	// container's already, and the host IDs do not exist there.
+	if (len(cfg.Linux.UIDMappings) > 0 || len(cfg.Linux.GIDMappings) > 0) && inInitialUserNS() {
+		c.UID, c.GID = hostRoot(cfg.Linux.UIDMappings), hostRoot(cfg.Linux.GIDMappings)
+	}
 	if !filepath.IsAbs(c.Root) {
 		c.Root = filepath.Join(e.state.Bundle, c.Root)
 	}
 	return c, nil
+}
+
+// inInitialUserNS reports whether the hook runs in the host's user
+// namespace, whose uid_map maps every ID to itself.
+func inInitialUserNS() bool {
+	data, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return true
+	}
+	return strings.Join(strings.Fields(string(data)), " ") == "0 0 4294967295"
 }
 
 // hostRoot returns the host ID that container ID 0 maps to; 0 when there
