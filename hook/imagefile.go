@@ -75,14 +75,25 @@ func readImageFile(root *os.Root, name string, max int64) ([]byte, error) {
 	if err := check(st); err != nil {
 		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("/%s: %w", name, err)
+	// One read into a buffer of the size fstat gave, plus one byte to see
+	// the end (or a file that grew, which is refused past max).
+	data := make([]byte, 0, st.Size()+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) || (err == nil && n == 0) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("/%s: %w", name, err)
+		}
+		if len(data) == cap(data) {
+			if int64(len(data)) > max {
+				return nil, fmt.Errorf("/%s grew while read, %w of %d bytes", name, errTooLarge, max)
+			}
+			data = slices.Grow(data, min(int(max)+1-len(data), len(data)))
+		}
 	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("/%s grew while read, %w of %d bytes", name, errTooLarge, max)
-	}
-	return data, nil
 }
 
 // Bounds on the image's ld.so.conf: ldconfig reads it and every file it
