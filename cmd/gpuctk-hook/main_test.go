@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuctk/gpuctk/hook"
 )
 
 // TestRun drives the command line: help and version, forward
@@ -50,4 +53,15 @@ func TestRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseSetup feeds arbitrary argument lists to setup's flag parser.
+func FuzzParseSetup(f *testing.F) {
+	f.Add("--link\x00a::/b\x00--folder\x00/usr/lib")
+	f.Add("--x=1\x00--link")
+	f.Add("--ldconfig-timeout\x00-1s")
+	f.Fuzz(func(t *testing.T, joined string) {
+		var o hook.SetupOptions
+		parseSetup(io.Discard, strings.Split(joined, "\x00"), &o)
+	})
 }
