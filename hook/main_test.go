@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -12,7 +13,11 @@ import (
 // re-executes itself (/proc/self/exe) to start ldconfig under limits.
 func TestMain(m *testing.M) {
 	MainIfExecLimited(os.Args[1:])
-	os.Exit(m.Run())
+	code := m.Run()
+	if hookBinPath != "" {
+		os.RemoveAll(filepath.Dir(hookBinPath))
+	}
+	os.Exit(code)
 }
 
 // Main is a test stand-in for cmd/gpuctk-hook's command line, so that the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -48,7 +49,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 		return 0
 	case "setup":
 		var o hook.SetupOptions
-		if err = parseSetup(stderr, args[1:], &o); err == nil {
+		err = parseSetup(stderr, args[1:], &o)
+		if errors.Is(err, errHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		if err == nil {
 			err = hook.Setup(env, o)
 		}
 	default:
@@ -65,6 +71,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 	return 0
 }
 
+// errHelp is parseSetup's answer to --help.
+var errHelp = errors.New("help requested")
+
 // parseSetup parses setup's "--name value" and "--name=value" flags into
 // o. An unknown flag is warned about and skipped with its value, so newer
 // specs keep working with this hook.
@@ -74,6 +83,9 @@ func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 			return fmt.Errorf("unexpected argument %q", args[i])
 		}
 		name, value, hasValue := strings.Cut(args[i][2:], "=")
+		if name == "help" {
+			return errHelp
+		}
 		if !hasValue {
 			if i+1 >= len(args) {
 				return fmt.Errorf("flag --%s needs a value", name)

@@ -30,6 +30,7 @@ func TestRun(t *testing.T) {
 		warnings bool
 	}{
 		{name: "help", args: []string{"--help"}, wantOut: "Usage: gpuctk-hook SUBCOMMAND"},
+		{name: "setup help", args: []string{"setup", "--help"}, wantOut: "Usage: gpuctk-hook SUBCOMMAND"},
 		{name: "version", args: []string{"--version"}, wantOut: "gpuctk-hook v1.2.3"},
 		{name: "no subcommand", args: nil, code: 2, want: "no subcommand"},
 		{name: "unknown subcommand", args: []string{"frobnicate", "--x", "1"}, want: `unknown subcommand "frobnicate" ignored`, warnings: true},
