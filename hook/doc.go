@@ -1,15 +1,17 @@
-// Package hook is gpuctk-hook: the program a CDI spec runs as a
-// createContainer hook. It reads the OCI state on stdin, finds the
-// container's root file system from the bundle's config.json, and does
-// the in-container work the driver's files need, in one invocation:
-// library links (SONAME and .so) and the linker cache.
+// Package hook holds the operations of gpuctk-hook, the program a CDI spec
+// runs as a createContainer hook (cmd/gpuctk-hook parses its command line):
+// [Setup] reads the OCI state, finds the container's root file system from
+// the bundle's config.json, and does the in-container work the driver's
+// files need in one invocation: library links (SONAME and .so) and the
+// linker cache.
 //
 // The hook runs as root on the host, on a root file system an untrusted
 // image controls. Every file operation inside it goes through os.Root, so
 // a symlink planted in the image cannot redirect a write outside the root;
-// processes it starts get a fixed environment, never the container's.
-//
-// A subcommand the hook does not know is warned about and ignored, so a
-// spec written by a newer generator never breaks containers on a host
-// with an older hook.
+// every file it reads from the image is opened without following a final
+// link or blocking, must be a regular file, and is size-capped, so a FIFO,
+// a device or a huge file costs milliseconds. The ldconfig it may start
+// runs under a timeout and memory and file-size limits, with an empty
+// environment. Under a user namespace, what it creates belongs to the
+// container's root.
 package hook

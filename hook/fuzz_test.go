@@ -37,3 +37,25 @@ func FuzzFlags(f *testing.F) {
 		flags(env, strings.Split(joined, "\x00"), "link", "folder", "ldconfig")
 	})
 }
+
+// FuzzLdConf feeds arbitrary ld.so.conf files, including one another, to
+// the hook's reader: it must stay within its bounds and never panic.
+func FuzzLdConf(f *testing.F) {
+	f.Add("include /etc/ld.so.conf.d/*.conf\n/usr/local/lib\n", "/opt/a # comment\nhwcap 0 x\n")
+	f.Add("include\tld.so.conf.d/[a-\n", "include /etc/ld.so.conf\n")
+	f.Fuzz(func(t *testing.T, conf, included string) {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, "etc/ld.so.conf.d"), 0o755)
+		os.WriteFile(filepath.Join(dir, "etc/ld.so.conf"), []byte(conf), 0o644)
+		os.WriteFile(filepath.Join(dir, "etc/ld.so.conf.d/a.conf"), []byte(included), 0o644)
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer root.Close()
+		c := readLdConf(root)
+		if len(c.Folders) > maxConfFolders || c.files > maxConfFiles+1 {
+			t.Fatalf("past the bounds: %d folders, %d files", len(c.Folders), c.files)
+		}
+	})
+}

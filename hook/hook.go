@@ -10,46 +10,28 @@ import (
 	"strings"
 )
 
-// subcommands maps a subcommand to its implementation. Each gets the
-// arguments after its name and the hook's environment.
-var subcommands = map[string]func(env *Env, args []string) error{
-	"setup": setup,
+// subcommands maps a subcommand that parses its own arguments to its
+// implementation: mps-check registers itself from mps.go, which keeps its
+// own flag parsing until it takes typed options as Setup does.
+var subcommands = map[string]func(env *Env, args []string) error{}
+
+// Run runs a subcommand registered by this package with its raw
+// arguments. known is false for a name it does not have.
+func Run(e *Env, name string, args []string) (known bool, err error) {
+	run, ok := subcommands[name]
+	if !ok {
+		return false, nil
+	}
+	return true, run(e, args)
 }
 
-// Env is what a subcommand runs with.
+// Env is what an operation runs with: the OCI state on Stdin (read on
+// first use) and Stderr for warnings.
 type Env struct {
-	// State is the OCI state read from stdin, read on first use.
 	Stdin  io.Reader
 	Stderr io.Writer
 	state  *state
 }
-
-// Main runs the hook with args (without the program name) and returns the
-// process exit code.
-func Main(args []string, stdin io.Reader, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, "gpuctk-hook: no subcommand: this program is run by container runtimes from a CDI spec")
-		return 2
-	}
-	if args[0] == "--version" || args[0] == "version" {
-		fmt.Fprintln(stderr, "gpuctk-hook", Version)
-		return 0
-	}
-	run, ok := subcommands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown subcommand %q ignored (spec from a newer gpuctk?)\n", args[0])
-		return 0
-	}
-	env := &Env{Stdin: stdin, Stderr: stderr}
-	if err := run(env, args[1:]); err != nil {
-		fmt.Fprintf(stderr, "gpuctk-hook %s: %v\n", args[0], err)
-		return 1
-	}
-	return 0
-}
-
-// Version is set by cmd/gpuctk-hook.
-var Version = "dev"
 
 type state struct {
 	Bundle string `json:"bundle"`
@@ -57,44 +39,101 @@ type state struct {
 	ID     string `json:"id"`
 }
 
+// Container is what the hook needs of the bundle's config.json.
+type Container struct {
+	// Root is the host path of the container's root file system.
+	Root string
+	// UID and GID own what the hook creates in Root: the host IDs that
+	// the container's root maps to, 0 without a user namespace.
+	UID, GID int
+}
+
+type idMapping struct {
+	ContainerID uint32 `json:"containerID"`
+	HostID      uint32 `json:"hostID"`
+	Size        uint32 `json:"size"`
+}
+
 // ContainerRoot returns the host path of the container's root file
 // system: the bundle's config.json root.path, relative to the bundle.
 func (e *Env) ContainerRoot() (string, error) {
+	c, err := e.Container()
+	return c.Root, err
+}
+
+// Container reads the OCI state on stdin (once) and the bundle's
+// config.json: the root path and, for a container with a user namespace,
+// the host IDs of its root.
+func (e *Env) Container() (Container, error) {
 	if e.state == nil {
 		var s state
 		if err := json.NewDecoder(io.LimitReader(e.Stdin, 1<<20)).Decode(&s); err != nil {
-			return "", fmt.Errorf("reading the OCI state on stdin: %w", err)
+			return Container{}, fmt.Errorf("reading the OCI state on stdin: %w", err)
 		}
 		if s.Bundle == "" {
-			return "", errors.New("the OCI state on stdin has no bundle")
+			return Container{}, errors.New("the OCI state on stdin has no bundle")
 		}
 		e.state = &s
 	}
 	f, err := os.Open(filepath.Join(e.state.Bundle, "config.json"))
 	if err != nil {
-		return "", fmt.Errorf("bundle: %w", err)
+		return Container{}, fmt.Errorf("bundle: %w", err)
 	}
 	defer f.Close()
 	var cfg struct {
 		Root struct {
 			Path string `json:"path"`
 		} `json:"root"`
+		Linux struct {
+			UIDMappings []idMapping `json:"uidMappings"`
+			GIDMappings []idMapping `json:"gidMappings"`
+		} `json:"linux"`
 	}
 	if err := json.NewDecoder(io.LimitReader(f, 64<<20)).Decode(&cfg); err != nil {
-		return "", fmt.Errorf("bundle %s/config.json: %w", e.state.Bundle, err)
+		return Container{}, fmt.Errorf("bundle %s/config.json: %w", e.state.Bundle, err)
 	}
 	if cfg.Root.Path == "" {
-		return "", fmt.Errorf("bundle %s/config.json has no root.path", e.state.Bundle)
+		return Container{}, fmt.Errorf("bundle %s/config.json has no root.path", e.state.Bundle)
 	}
-	if filepath.IsAbs(cfg.Root.Path) {
-		return cfg.Root.Path, nil
+	c := Container{Root: cfg.Root.Path}
+	// runc and crun run createContainer hooks inside the container's user
+	// namespace, as its root: what the hook creates is then the
+	// container's already, and the host IDs do not exist there.
+	if (len(cfg.Linux.UIDMappings) > 0 || len(cfg.Linux.GIDMappings) > 0) && inInitialUserNS() {
+		c.UID, c.GID = hostRoot(cfg.Linux.UIDMappings), hostRoot(cfg.Linux.GIDMappings)
 	}
-	return filepath.Join(e.state.Bundle, cfg.Root.Path), nil
+	if !filepath.IsAbs(c.Root) {
+		c.Root = filepath.Join(e.state.Bundle, c.Root)
+	}
+	return c, nil
+}
+
+// inInitialUserNS reports whether the hook runs in the host's user
+// namespace, whose uid_map maps every ID to itself.
+func inInitialUserNS() bool {
+	data, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return true
+	}
+	return strings.Join(strings.Fields(string(data)), " ") == "0 0 4294967295"
+}
+
+// hostRoot returns the host ID that container ID 0 maps to; 0 when there
+// are no mappings or none covers 0 (files then show as the overflow ID
+// inside, still readable).
+func hostRoot(m []idMapping) int {
+	for _, r := range m {
+		if r.ContainerID == 0 && r.Size > 0 {
+			return int(r.HostID)
+		}
+	}
+	return 0
 }
 
 // flags parses "--name value" pairs. Names in known are collected; an
 // unknown one is warned about and skipped with its value, so newer specs
-// keep working with this hook.
+// keep working with this hook. (Used by mps.go; setup's flags are parsed
+// in cmd/gpuctk-hook.)
 func flags(e *Env, args []string, known ...string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for i := 0; i < len(args); i++ {

@@ -166,17 +166,14 @@ func TestSetupRace(t *testing.T) {
 // it starts sees neither.
 func TestSetupEnvironment(t *testing.T) {
 	dir := t.TempDir()
-	hookBin := filepath.Join(dir, "gpuctk-hook")
-	if out, err := exec.Command("go", "build", "-o", hookBin, "../cmd/gpuctk-hook").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v %s", err, out)
-	}
+	bin := hookBin(t)
 	envFile := filepath.Join(dir, "env")
 	probe := filepath.Join(dir, "ldconfig")
 	os.WriteFile(probe, []byte("#!/bin/sh\nenv > "+envFile+"\nexec /sbin/ldconfig \"$@\"\n"), 0o755)
 	b, _ := bundle(t)
 	cfg := `{"ociVersion":"1.0.2","root":{"path":"rootfs"},"process":{"env":["LD_PRELOAD=/evil.so","LD_LIBRARY_PATH=/evil"]}}`
 	os.WriteFile(filepath.Join(b, "config.json"), []byte(cfg), 0o644)
-	cmd := exec.Command(hookBin, append(append([]string{}, setupArgs...), "--ldconfig", probe)...)
+	cmd := exec.Command(bin, append(append([]string{}, setupArgs...), "--ldconfig", probe)...)
 	cmd.Env = []string{"LD_PRELOAD=/evil.so", "LD_LIBRARY_PATH=/evil", "PATH=/evil:/usr/bin:/bin"}
 	cmd.Stdin = strings.NewReader(`{"ociVersion":"1.0.2","id":"c","status":"creating","bundle":"` + b + `"}`)
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/ldcache"
@@ -19,61 +19,109 @@ import (
 // root (-r) when the linker cache must be rebuilt.
 const DefaultLdconfig = "/sbin/ldconfig"
 
-// setup makes the driver libraries' links and updates the linker cache.
-//
-//	setup --link TARGET::LINK ... --library SONAME-PATH ... --folder DIR ... [--ldconfig PATH]
-func setup(e *Env, args []string) error {
-	f, err := flags(e, args, "link", "library", "folder", "ldconfig")
+// SetupOptions are the setup subcommand's arguments.
+type SetupOptions struct {
+	// Links are TARGET::/ABSOLUTE/LINK pairs: LINK is made inside the
+	// container root, pointing at TARGET.
+	Links []string
+	// Libraries are the absolute paths, inside the container, of the
+	// libraries to add to the image's linker cache.
+	Libraries []string
+	// Folders are the library folders ldconfig scans when the cache must
+	// be rebuilt; without any, the cache is left alone.
+	Folders []string
+	// Ldconfig is the host's ldconfig; empty means DefaultLdconfig.
+	Ldconfig string
+	// Limits bound the ldconfig child; zero fields take the defaults.
+	Limits Limits
+}
+
+// Setup makes the driver libraries' links and updates the linker cache of
+// the container that e's OCI state names.
+func Setup(e *Env, o SetupOptions) error {
+	for _, l := range o.Links {
+		if target, link, ok := strings.Cut(l, "::"); !ok || target == "" || !path.IsAbs(link) {
+			return fmt.Errorf("--link %q: want TARGET::/ABSOLUTE/LINK", l)
+		}
+	}
+	for _, l := range o.Libraries {
+		if !path.IsAbs(l) {
+			return fmt.Errorf("--library %q: want an absolute path", l)
+		}
+	}
+	c, err := e.Container()
 	if err != nil {
 		return err
 	}
-	rootPath, err := e.ContainerRoot()
-	if err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(rootPath)
+	root, err := os.OpenRoot(c.Root)
 	if err != nil {
 		return fmt.Errorf("container root: %w", err)
 	}
 	defer root.Close()
 	// Containers can share a root (podman --rootfs): their hooks would race
 	// on the same links and on ldconfig's fixed temp file. One at a time.
-	unlock, err := lockRoot(rootPath)
+	unlock, err := lockRoot(c.Root)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	for _, l := range f["link"] {
-		target, link, ok := strings.Cut(l, "::")
-		if !ok || target == "" || !path.IsAbs(link) {
-			return fmt.Errorf("--link %q: want TARGET::/ABSOLUTE/LINK", l)
-		}
-		if err := symlink(e, root, target, link); err != nil {
+	s := &setup{env: e, root: root, c: c}
+	for _, l := range o.Links {
+		target, link, _ := strings.Cut(l, "::")
+		if err := s.symlink(target, link); err != nil {
 			return err
 		}
 	}
-	if len(f["folder"]) == 0 {
+	if len(o.Folders) == 0 {
 		return nil
 	}
-	ldconfig := DefaultLdconfig
-	if v := f["ldconfig"]; len(v) > 0 {
-		ldconfig = v[len(v)-1]
-	}
-	for _, l := range f["library"] {
-		if !path.IsAbs(l) {
-			return fmt.Errorf("--library %q: want an absolute path", l)
-		}
-	}
-	if len(f["library"]) > 0 {
-		err := mergeCache(root, f["library"])
+	// why says why the image's cache could not be merged into.
+	var why *noCache
+	if len(o.Libraries) > 0 {
+		err := s.mergeCache(o.Libraries)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, errNoCache) {
+		if !errors.As(err, &why) {
 			return err
 		}
 	}
-	return updateCache(root, rootPath, ldconfig, f["folder"])
+	if o.Ldconfig == "" {
+		o.Ldconfig = DefaultLdconfig
+	}
+	if err := s.updateCache(o.Ldconfig, o.Folders, o.Limits.withDefaults()); err != nil {
+		if why != nil && !why.missing {
+			return fmt.Errorf("%w; rebuilding it: %w", why, err)
+		}
+		return err
+	}
+	if why != nil && !why.missing {
+		s.warn("%v; rebuilt it with ldconfig", why)
+	}
+	return nil
+}
+
+// setup is one run of Setup.
+type setup struct {
+	env  *Env
+	root *os.Root
+	c    Container
+}
+
+func (s *setup) warn(format string, args ...any) {
+	fmt.Fprintf(s.env.Stderr, "gpuctk-hook: warning: "+format+"\n", args...)
+}
+
+// chown gives what the hook made in the root to the container's root user
+// when the container has a user namespace, so that it is the image's own.
+func (s *setup) chown(rel string) error {
+	if s.c.UID == 0 && s.c.GID == 0 {
+		return nil
+	}
+	if err := s.root.Lchown(rel, s.c.UID, s.c.GID); err != nil {
+		return fmt.Errorf("/%s: give it to the container's root (%d:%d): %w", rel, s.c.UID, s.c.GID, err)
+	}
+	return nil
 }
 
 // lockRoot takes an exclusive flock on the container root's folder.
@@ -89,38 +137,49 @@ func lockRoot(rootPath string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// errNoCache means the container has no linker cache this hook can merge
-// into: none at all, or one in a format it does not write.
-var errNoCache = errors.New("no linker cache to merge into")
+// noCache means the container has no linker cache this hook can merge
+// into: none at all (missing), one in a format it does not write, or a
+// file it will not read. ldconfig rebuilds it.
+type noCache struct {
+	error
+	missing bool
+}
+
+// maxCacheSize caps the image's /etc/ld.so.cache the hook reads. ldconfig
+// writes about 100 bytes per library: 8 MiB is some 80,000 libraries, over
+// ten times the largest distribution install, while parsing and rewriting
+// it stays within tens of MiB. A larger cache is rebuilt by ldconfig.
+const maxCacheSize = 8 << 20
 
 // cacheFlags marks entries for this machine's libraries, as ldconfig does.
-var cacheFlags = func() int32 {
-	switch runtime.GOARCH {
-	case "arm64":
+func cacheFlags() int32 {
+	if runtime.GOARCH == "arm64" {
 		return ldcache.FlagELFLibc6 | ldcache.FlagAArch64Lib64
-	default:
-		return ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64
 	}
-}()
+	return ldcache.FlagELFLibc6 | ldcache.FlagX8664Lib64
+}
 
 // mergeCache adds the libraries to the container's /etc/ld.so.cache and
 // writes it back atomically, inside the root, in the same format: the
 // image is not rescanned, so the cost does not grow with the image.
-func mergeCache(root *os.Root, libraries []string) error {
-	data, err := root.ReadFile("etc/ld.so.cache")
+func (s *setup) mergeCache(libraries []string) error {
+	data, err := readImageFile(s.root, "etc/ld.so.cache", maxCacheSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return errNoCache
+		return &noCache{error: err, missing: true}
+	}
+	if errors.Is(err, errNotRegular) || errors.Is(err, errTooLarge) {
+		return &noCache{error: err}
 	}
 	if err != nil {
 		return fmt.Errorf("linker cache: %w", err)
 	}
 	c, err := ldcache.Parse(data)
 	if err != nil {
-		return fmt.Errorf("%w: %w", errNoCache, err)
+		return &noCache{error: fmt.Errorf("/etc/ld.so.cache: %w", err)}
 	}
 	entries := make([]ldcache.Entry, 0, len(libraries))
 	for _, l := range libraries {
-		entries = append(entries, ldcache.Entry{Flags: cacheFlags, Key: path.Base(l), Value: path.Clean(l)})
+		entries = append(entries, ldcache.Entry{Flags: cacheFlags(), Key: path.Base(l), Value: path.Clean(l)})
 	}
 	c.Add(entries...)
 	out, err := c.Marshal()
@@ -129,54 +188,77 @@ func mergeCache(root *os.Root, libraries []string) error {
 	}
 	// Not synced, unlike the files gpuctk owns on the host: fsync costs a
 	// millisecond or more on every container start (tens under I/O load),
-	// for a file in a root being created, which a crash loses anyway; a cache cut short by one is refused by Parse at the next start
-	// (hooks run again) and rebuilt by ldconfig, and ignored by the loader.
-	if err := atomicfile.WriteFileIn(root, "etc/ld.so.cache", out, 0o644, false); err != nil {
-		return fmt.Errorf("write etc/ld.so.cache: %w", err)
+	// for a file in a root being created, which a crash loses anyway; a
+	// cache cut short by one is refused by Parse at the next start (hooks
+	// run again) and rebuilt by ldconfig, and ignored by the loader.
+	if err := atomicfile.WriteFileIn(s.root, "etc/ld.so.cache", out, 0o644, false); err != nil {
+		return fmt.Errorf("write /etc/ld.so.cache: %w", err)
 	}
-	return nil
+	return s.chown("etc/ld.so.cache")
 }
 
 // symlink makes link point at target inside root. An existing symlink is
 // replaced; anything else at that path belongs to the image and is left
 // alone with a warning.
-func symlink(e *Env, root *os.Root, target, link string) error {
+func (s *setup) symlink(target, link string) error {
 	rel := strings.TrimPrefix(path.Clean(link), "/")
-	st, err := root.Lstat(rel)
+	st, err := s.root.Lstat(rel)
 	switch {
 	case err == nil && st.Mode()&fs.ModeSymlink != 0:
-		if cur, err := root.Readlink(rel); err == nil && cur == target {
-			return nil
+		if cur, err := s.root.Readlink(rel); err == nil && cur == target {
+			return s.chown(rel)
 		}
-		if err := root.Remove(rel); err != nil {
+		if err := s.root.Remove(rel); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}
 	case err == nil:
-		fmt.Fprintf(e.Stderr, "gpuctk-hook: warning: %s exists in the image and is not a link; left as it is\n", link)
+		s.warn("%s exists in the image and is not a link; left as it is", link)
 		return nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("link %s: %w", link, err)
 	}
-	if err := root.Symlink(target, rel); err != nil {
+	if err := s.root.Symlink(target, rel); err != nil {
 		return fmt.Errorf("link %s -> %s: %w", link, target, err)
 	}
-	return nil
+	return s.chown(rel)
 }
 
-// updateCache rebuilds the container's linker cache with the host's
-// ldconfig, chrooted into the container root, with the driver's folders
-// added. Nothing of the hook's environment reaches it.
-func updateCache(root *os.Root, rootPath, ldconfig string, folders []string) error {
-	// The image decides whether /etc exists; ldconfig needs it for the cache.
-	if err := root.MkdirAll("etc", 0o755); err != nil {
-		return fmt.Errorf("linker cache: %w", err)
+// Limits bound the ldconfig child the hook runs.
+type Limits struct {
+	// Timeout is how long ldconfig may run before it is killed.
+	Timeout time.Duration
+	// Memory is its address-space limit (RLIMIT_AS), in bytes.
+	Memory uint64
+	// FileSize is the largest file it may write (RLIMIT_FSIZE), in bytes.
+	FileSize uint64
+	// Self is the program re-executed to set the limits before exec'ing
+	// ldconfig; empty means /proc/self/exe, which must call ExecLimited
+	// when its first argument is ExecLimitedArg.
+	Self string
+}
+
+// Default limits of the ldconfig child. ldconfig over a large image (a
+// copy of a desktop's /usr/lib, some 2,000 libraries) runs in well under
+// a second and a few MiB; the timeout leaves room for a slow disk, and
+// the file limit is the largest cache the hook would read back.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultMemory   = 512 << 20
+	DefaultFileSize = maxCacheSize
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
 	}
-	args := append([]string{"-r", rootPath}, folders...)
-	cmd := exec.Command(ldconfig, args...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.Dir = "/"
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %v: %s", ldconfig, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
 	}
-	return nil
+	if l.FileSize == 0 {
+		l.FileSize = DefaultFileSize
+	}
+	if l.Self == "" {
+		l.Self = "/proc/self/exe"
+	}
+	return l
 }

@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,6 +136,86 @@ func TestPodmanLinkerCache(t *testing.T) {
 			// from the configured folders only.
 			if got := strings.Contains(out, appLine+"\n"); got != tc.merged {
 				t.Errorf("image's own entry %q listed: %v, want %v (cache merged, not rebuilt)\n%s", appLine, got, tc.merged, out)
+			}
+		})
+	}
+}
+
+// TestRuncUserNamespace runs real runc containers with a user namespace
+// (uid and gid mappings, container root = host 100000) and the hook as a
+// createContainer hook, in a bundle laid out as containerd lays it out
+// (folder 0711, config.json 0644; podman's is unreadable to hooks under
+// ID mappings, podman issue 28028). The links and the linker cache the
+// hook makes belong to the container's root, so the container sees them
+// as its own, and the cache is readable inside: with an image cache
+// merged into and with none (ldconfig).
+func TestRuncUserNamespace(t *testing.T) {
+	const mapped = 100000
+	lib, err := fakehost.SharedObject("libcuda.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// runc runs createContainer hooks inside the user namespace, as the
+	// mapped root, which must be able to reach the built binary.
+	os.Chmod(filepath.Dir(bin("gpuctk-hook")), 0o755)
+	const script = `stat -c '%u:%g %a %n' /etc/ld.so.cache /usr/lib/x86_64-linux-gnu/libcuda.so.1; ` +
+		`/sbin/ldconfig -p | grep 'libcuda.so.1 '`
+	for _, withCache := range []bool{true, false} {
+		t.Run(map[bool]string{true: "image cache", false: "no cache"}[withCache], func(t *testing.T) {
+			bundle := t.TempDir()
+			// The mapped root must reach the bundle: t.TempDir's folders
+			// are 0700 and owned by the host's root.
+			for d := bundle; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+				os.Chmod(d, 0o711)
+			}
+			rootfs := busyboxRoot(t, true)
+			os.Rename(rootfs, filepath.Join(bundle, "rootfs"))
+			rootfs = filepath.Join(bundle, "rootfs")
+			copyFile(t, lib, filepath.Join(rootfs, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), 0o755)
+			if withCache {
+				run(t, "ldconfig", "-r", rootfs)
+			}
+			// An image used with a user namespace belongs to the mapped IDs.
+			run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mapped, mapped), rootfs)
+			run(t, "runc", "spec", "-b", bundle)
+			var spec map[string]any
+			data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+			if err := json.Unmarshal(data, &spec); err != nil {
+				t.Fatal(err)
+			}
+			proc := spec["process"].(map[string]any)
+			proc["terminal"] = false
+			proc["args"] = []string{"/bin/sh", "-c", script}
+			linux := spec["linux"].(map[string]any)
+			linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
+			idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
+			linux["uidMappings"], linux["gidMappings"] = idmap, idmap
+			spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
+				"path": bin("gpuctk-hook"),
+				"args": []string{"gpuctk-hook", "setup",
+					"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+					"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+					"--folder", "/usr/lib/x86_64-linux-gnu"},
+			}}}
+			data, _ = json.Marshal(spec)
+			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id := "gpuctk-userns-" + filepath.Base(bundle)
+			cmd := exec.Command("runc", "run", "--bundle", bundle, id)
+			out, err := cmd.CombinedOutput()
+			exec.Command("runc", "delete", "-f", id).Run()
+			if err != nil {
+				t.Fatalf("runc run: %v\n%s", err, out)
+			}
+			for _, want := range []string{
+				"0:0 644 /etc/ld.so.cache",
+				"0:0 777 /usr/lib/x86_64-linux-gnu/libcuda.so.1",
+				"libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1",
+			} {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("inside the container: no %q in\n%s", want, out)
+				}
 			}
 		})
 	}

@@ -1,4 +1,5 @@
-// Command gpuctk-hook is the createContainer hook of gpuctk's CDI specs.
+// Command gpuctk-hook is the createContainer hook of gpuctk's CDI specs:
+// it parses its command line and runs package hook's operations.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 )
 
 func main() {
-	hook.Version = version.Version
-	os.Exit(hook.Main(os.Args[1:], os.Stdin, os.Stderr))
+	// The ldconfig child is this program re-executed to set its limits.
+	hook.MainIfExecLimited(os.Args[1:])
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, version.Version))
 }

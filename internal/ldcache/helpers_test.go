@@ -1,8 +1,6 @@
 package ldcache
 
 import (
-	"github.com/gpuctk/gpuctk/tests/fakehost"
-
 	"bytes"
 	"fmt"
 	"os"
@@ -10,18 +8,22 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // need fails the test when a tool the test drives is missing: these tests
-// compare with the real glibc tools and never pass by skipping.
+// compare with the real glibc tools and never pass by skipping a missing
+// one. Without root (chroot, mount namespaces) they skip, so an
+// unprivileged go test ./... passes; CI runs them as root.
 func need(t testing.TB, tools ...string) {
 	t.Helper()
+	fakehost.RequireRoot(t, "chroot, mount namespaces")
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found: the ldcache tests need gcc, libc6-dev, glibc's ldconfig, unshare and chroot (`make ldcache-deps` installs them)", tool)
 		}
 	}
-	fakehost.RequireRoot(t, "chroot, mount namespaces")
 }
 
 // run runs a command and returns its standard output, failing the test

@@ -351,8 +351,11 @@ func (c *Cache) Add(entries ...Entry) {
 // generator string, and the glibc-hwcaps names that entries use, sorted).
 func (c *Cache) Marshal() ([]byte, error) {
 	// ldconfig writes only the glibc-hwcaps names in use, sorted by strcmp,
-	// and indexes them in that order.
-	var names []string
+	// and indexes them in that order. Names are collected once per index,
+	// not once per entry: a crafted cache can give thousands of entries a
+	// few long names, and sorting or searching them per entry costs the
+	// entry count times the names' length.
+	used := make([]bool, len(c.HWCaps))
 	for i, e := range c.Entries {
 		if strings.IndexByte(e.Key, 0) >= 0 || strings.IndexByte(e.Value, 0) >= 0 {
 			return nil, fmt.Errorf("ld.so.cache entry %d (%q): key or path holds a NUL byte", i, e.Key)
@@ -362,11 +365,25 @@ func (c *Cache) Marshal() ([]byte, error) {
 			if idx >= uint64(len(c.HWCaps)) {
 				return nil, fmt.Errorf("ld.so.cache entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, idx, len(c.HWCaps))
 			}
-			names = append(names, c.HWCaps[idx])
+			used[idx] = true
+		}
+	}
+	var names []string
+	for i, u := range used {
+		if u {
+			names = append(names, c.HWCaps[i])
 		}
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	// newIndex maps an index into c.HWCaps to the written name's index.
+	newIndex := make([]uint32, len(c.HWCaps))
+	for i, u := range used {
+		if u {
+			idx, _ := slices.BinarySearch(names, c.HWCaps[i])
+			newIndex[i] = uint32(idx)
+		}
+	}
 	for _, n := range names {
 		if strings.IndexByte(n, 0) >= 0 {
 			return nil, fmt.Errorf("ld.so.cache glibc-hwcaps name %q holds a NUL byte", n)
@@ -416,8 +433,7 @@ func (c *Cache) Marshal() ([]byte, error) {
 		le.PutUint32(p[12:], e.OSVersion)
 		hwcap := e.HWCap
 		if isExtension(hwcap) {
-			idx, _ := slices.BinarySearch(names, c.HWCaps[uint32(hwcap)])
-			hwcap = hwcap&^math.MaxUint32 | uint64(idx)
+			hwcap = hwcap&^math.MaxUint32 | uint64(newIndex[uint32(hwcap)])
 		}
 		le.PutUint64(p[16:], hwcap)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/ from the real ldconfig")
@@ -331,5 +332,57 @@ func TestParseOverlappingStrings(t *testing.T) {
 	}
 	if len(c.Entries) != 4 || c.Entries[3].Key != strings.Repeat("a", length-3) || c.Entries[3].Value != strings.Repeat("a", length) {
 		t.Errorf("parsed %d entries", len(c.Entries))
+	}
+}
+
+// TestCraftedHWCapsLinear gives thousands of entries two glibc-hwcaps
+// names that are one long run of the same byte, one starting a byte after
+// the other: every comparison of the two reads the whole run. Parsing,
+// merging into and writing such a 1 MiB cache must take time linear in
+// its size (it took minutes when Marshal sorted one name per entry), and
+// what Marshal writes must stay within a small multiple of what was read.
+func TestCraftedHWCapsLinear(t *testing.T) {
+	const n, length = 20000, 512 << 10
+	strStart := headerSize + n*entrySize
+	tab := "k\x00" + strings.Repeat("a", length) + "\x00"
+	extOff := (strStart + len(tab) + 3) &^ 3
+	hwOff := extOff + 8 + sectionSize
+	data := make([]byte, hwOff+32)
+	copy(data, magicNew)
+	le := binary.LittleEndian
+	le.PutUint32(data[20:], n)
+	le.PutUint32(data[24:], uint32(len(tab)))
+	data[28] = endianLittle
+	le.PutUint32(data[32:], uint32(extOff))
+	for i := range n {
+		p := data[headerSize+i*entrySize:]
+		le.PutUint32(p, uint32(x8664))
+		le.PutUint32(p[4:], uint32(strStart))
+		le.PutUint32(p[8:], uint32(strStart))
+		le.PutUint64(p[16:], HWCapExtension|uint64(i%8))
+	}
+	copy(data[strStart:], tab)
+	le.PutUint32(data[extOff:], extensionMagic)
+	le.PutUint32(data[extOff+4:], 1)
+	putSection(data[extOff+8:], tagHWCaps, uint64(hwOff), 32)
+	for i := range 8 {
+		le.PutUint32(data[hwOff+4*i:], uint32(strStart+2+i))
+	}
+
+	start := time.Now()
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	c.Add(Entry{Flags: x8664, Key: "libcuda.so.1", Value: "/usr/lib/libcuda.so.1"})
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("parse, add and marshal of a %d-byte crafted cache took %v, want under 1s", len(data), d)
+	}
+	if len(out) > 2*len(data)+4096 {
+		t.Errorf("Marshal wrote %d bytes from a %d-byte cache", len(out), len(data))
 	}
 }

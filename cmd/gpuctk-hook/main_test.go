@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/hook"
+)
+
+// TestRun drives the command line: help and version, forward
+// compatibility (unknown subcommands and flags warn and exit 0), and bad
+// input (one line, non-zero).
+func TestRun(t *testing.T) {
+	bundle := t.TempDir()
+	os.MkdirAll(filepath.Join(bundle, "rootfs"), 0o755)
+	os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"root":{"path":"rootfs"}}`), 0o644)
+	st, _ := json.Marshal(map[string]any{"bundle": bundle})
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		stdin    string
+		code     int
+		want     string // in stderr
+		wantOut  string // in stdout
+		warnings bool
+	}{
+		{name: "help", args: []string{"--help"}, wantOut: "Usage: gpuctk-hook SUBCOMMAND"},
+		{name: "setup help", args: []string{"setup", "--help"}, wantOut: "Usage: gpuctk-hook SUBCOMMAND"},
+		{name: "version", args: []string{"--version"}, wantOut: "gpuctk-hook v1.2.3"},
+		{name: "no subcommand", args: nil, code: 2, want: "no subcommand"},
+		{name: "unknown subcommand", args: []string{"frobnicate", "--x", "1"}, want: `unknown subcommand "frobnicate" ignored`, warnings: true},
+		{name: "unknown flag", args: []string{"setup", "--colour", "red", "--colour=blue"}, stdin: string(st), want: "unknown flag --colour ignored", warnings: true},
+		{name: "bad link", args: []string{"setup", "--link", "nolink"}, stdin: string(st), code: 1, want: "want TARGET::/ABSOLUTE/LINK"},
+		{name: "flag without value", args: []string{"setup", "--folder"}, code: 1, want: "flag --folder needs a value"},
+		{name: "bad state", args: []string{"setup", "--folder", "/usr/lib"}, stdin: "{not json", code: 1, want: "OCI state on stdin"},
+		{name: "missing bundle", args: []string{"setup", "--folder", "/usr/lib"}, stdin: `{"bundle":"/nonexistent"}`, code: 1, want: "bundle"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(tc.args, strings.NewReader(tc.stdin), &stdout, &stderr, "v1.2.3")
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stdout.String(), tc.wantOut) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, %q in stderr, %q in stdout", code, stdout.String(), stderr.String(), tc.code, tc.want, tc.wantOut)
+			}
+			if !tc.warnings && strings.Contains(stderr.String(), "warning") {
+				t.Errorf("unexpected warning: %q", stderr.String())
+			}
+			if code != 0 && strings.Count(strings.TrimSpace(stderr.String()), "\n") > 0 {
+				t.Errorf("error is more than one line: %q", stderr.String())
+			}
+		})
+	}
+}
+
+// FuzzParseSetup feeds arbitrary argument lists to setup's flag parser.
+func FuzzParseSetup(f *testing.F) {
+	f.Add("--link\x00a::/b\x00--folder\x00/usr/lib")
+	f.Add("--x=1\x00--link")
+	f.Add("--ldconfig-timeout\x00-1s")
+	f.Fuzz(func(t *testing.T, joined string) {
+		var o hook.SetupOptions
+		parseSetup(io.Discard, strings.Split(joined, "\x00"), &o)
+	})
+}
