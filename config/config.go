@@ -31,7 +31,12 @@ const (
 	IndexNames  = "index"   // "0", "mig-3"
 	UUIDNames   = "uuid"    // "GPU-<uuid>", "MIG-<uuid>"
 	GPUMIGNames = "gpu:mig" // "4:0", MIG devices only
+	// TypeIndexNames are nvidia-ctk's type-index names: "gpu0", "mig4:0".
+	TypeIndexNames = "type-index"
 )
+
+// nameStyles are the values [cdi] device-names and replica-names take.
+var nameStyles = []string{IndexNames, UUIDNames, GPUMIGNames, TypeIndexNames}
 
 // MIG strategies of the device plugin, the values [kubernetes] mig-strategy takes.
 const (
@@ -82,6 +87,9 @@ type CDI struct {
 	// names. Every name costs a runtime time to read at each container
 	// start, so the default is the index-style name alone.
 	ReplicaNames []string `toml:"replica-names"`
+	// DeviceNames are the styles of name whole devices get, as
+	// nvidia-ctk's --device-name-strategy chooses.
+	DeviceNames []string `toml:"device-names"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -181,6 +189,9 @@ func (c *Config) setDefaults() {
 	// nil only: an empty list written in the file is an error.
 	if c.CDI.ReplicaNames == nil {
 		c.CDI.ReplicaNames = []string{IndexNames}
+	}
+	if c.CDI.DeviceNames == nil {
+		c.CDI.DeviceNames = []string{IndexNames, GPUMIGNames, UUIDNames}
 	}
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {
@@ -305,13 +316,18 @@ func oneOf(key, v string, values ...string) error {
 }
 
 func (c *CDI) validate() error {
-	use := `use "index", "uuid" or "gpu:mig"`
-	if len(c.ReplicaNames) == 0 {
-		return errors.New(`"replica-names" is empty: list at least one style of name (` + use + ")")
-	}
-	for _, n := range c.ReplicaNames {
-		if !slices.Contains([]string{IndexNames, UUIDNames, GPUMIGNames}, n) {
-			return fmt.Errorf(`"replica-names" value %q is not known: %s`, n, use)
+	for _, key := range []struct {
+		name   string
+		styles []string
+	}{{"replica-names", c.ReplicaNames}, {"device-names", c.DeviceNames}} {
+		use := `use "index", "uuid", "gpu:mig" or "type-index"`
+		if len(key.styles) == 0 {
+			return fmt.Errorf(`%q is empty: list at least one style of name (%s)`, key.name, use)
+		}
+		for _, n := range key.styles {
+			if !slices.Contains(nameStyles, n) {
+				return fmt.Errorf(`%q value %q is not known: %s`, key.name, n, use)
+			}
 		}
 	}
 	return nil

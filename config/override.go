@@ -17,7 +17,9 @@ var overrides = map[string]func(c *Config, v string){
 	"vendor":      func(c *Config, v string) { c.CDI.Vendor = v },
 	"class":       func(c *Config, v string) { c.CDI.Class = v },
 	"spec-dir":    func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
-	"state-root":  func(c *Config, v string) { c.MPS.StateRoot = v },
+	// nvidia-ctk's name for the flag.
+	"device-name-strategy": func(c *Config, v string) { c.CDI.DeviceNames = strings.Split(v, ",") },
+	"state-root":           func(c *Config, v string) { c.MPS.StateRoot = v },
 }
 
 // Overridable reports whether a flag of that name sets a configuration key.

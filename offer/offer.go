@@ -123,7 +123,11 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 	for _, d := range host.Devices() {
 		i, shared := owner[d.UUID()]
 		if !shared {
-			set.Devices = append(set.Devices, Device{Names: d.Names(), Device: d})
+			names := namesOf(d, cfg.CDI.DeviceNames, config.Default().CDI.DeviceNames)
+			if len(names) == 0 {
+				return nil, fmt.Errorf(`%s: [cdi] "device-names" %q gives %s no name: add "index", "uuid" or "type-index"`, where(cfg), cfg.CDI.DeviceNames, d)
+			}
+			set.Devices = append(set.Devices, Device{Names: names, Device: d})
 			continue
 		}
 		s, err := share(d, cfg, i)
@@ -132,7 +136,7 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 			continue
 		}
 		set.Shared = append(set.Shared, s)
-		names := replicaNames(d, cfg.CDI.ReplicaNames)
+		names := namesOf(d, cfg.CDI.ReplicaNames, config.Default().CDI.ReplicaNames)
 		for k := range s.Replicas {
 			suffix := "::" + strconv.Itoa(k)
 			rn := make([]string, len(names))
@@ -158,13 +162,9 @@ func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
 	}
 	// "gpu:mig" alone names MIG devices only. nil is the default (index
 	// names), as in a Config built in code.
-	if len(replicaNames(d, cfg.CDI.ReplicaNames)) == 0 {
-		where := "config"
-		if cfg.Path != "" {
-			where += " " + cfg.Path
-		}
+	if len(namesOf(d, cfg.CDI.ReplicaNames, config.Default().CDI.ReplicaNames)) == 0 {
 		return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
-			where, cfg.CDI.ReplicaNames, d, i+1)
+			where(cfg), cfg.CDI.ReplicaNames, d, i+1)
 	}
 	if !s.IsMPS() {
 		return s, nil
@@ -188,21 +188,35 @@ func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
 	return s, nil
 }
 
-// replicaNames returns the device's names of the given styles, in the
-// order Names gives them; nil styles mean index names only.
-func replicaNames(d inventory.Device, styles []string) []string {
+// namesOf returns the device's names of the given styles (def when styles
+// is nil, as in a Config built in code) in a fixed order: index, gpu:mig,
+// uuid, type-index.
+func namesOf(d inventory.Device, styles, def []string) []string {
 	if styles == nil {
-		styles = []string{config.IndexNames}
+		styles = def
+	}
+	typeIndex := "gpu" + strconv.Itoa(d.GPU.Index)
+	if d.MIG != nil {
+		typeIndex = "mig" + d.GPUMIGName()
 	}
 	var out []string
 	for _, n := range []struct{ style, name string }{
-		{config.IndexNames, d.Name()}, {config.GPUMIGNames, d.GPUMIGName()}, {config.UUIDNames, d.UUID()},
+		{config.IndexNames, d.Name()}, {config.GPUMIGNames, d.GPUMIGName()}, {config.UUIDNames, d.UUID()}, {config.TypeIndexNames, typeIndex},
 	} {
 		if n.name != "" && contains(styles, n.style) {
 			out = append(out, n.name)
 		}
 	}
 	return out
+}
+
+// where names the configuration in errors: "config FILE", or "config"
+// for one built in code.
+func where(cfg *config.Config) string {
+	if cfg.Path != "" {
+		return "config " + cfg.Path
+	}
+	return "config"
 }
 
 func contains(list []string, s string) bool {

@@ -108,7 +108,7 @@ func TestSharedDefaults(t *testing.T) {
 	}
 }
 
-func TestReplicaNames(t *testing.T) {
+func TestNamesOf(t *testing.T) {
 	devs := fakehost.Host(t, "dgx-a100").Devices()
 	gpu, mig := devs[0], devs[4] // GPU 0; mig-0, GPU 4's MIG device 0
 	gpuUUID, migUUID := gpu.GPU.UUID, mig.MIG.UUID
@@ -124,12 +124,13 @@ func TestReplicaNames(t *testing.T) {
 		{"duplicates count once", []string{"uuid", "index", "uuid"}, []string{"0", gpuUUID}, []string{"mig-0", migUUID}},
 		{"unknown style", []string{"serial"}, nil, nil},
 		{"nil is the default, index", nil, []string{"0"}, []string{"mig-0"}},
+		{"type-index, nvidia-ctk's", []string{"type-index"}, []string{"gpu0"}, []string{"mig4:0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := replicaNames(gpu, tc.styles); !reflect.DeepEqual(got, tc.gpu) {
+			if got := namesOf(gpu, tc.styles, []string{"index"}); !reflect.DeepEqual(got, tc.gpu) {
 				t.Errorf("GPU 0: %v, want %v", got, tc.gpu)
 			}
-			if got := replicaNames(mig, tc.styles); !reflect.DeepEqual(got, tc.mig) {
+			if got := namesOf(mig, tc.styles, []string{"index"}); !reflect.DeepEqual(got, tc.mig) {
 				t.Errorf("mig-0: %v, want %v", got, tc.mig)
 			}
 		})
@@ -174,5 +175,26 @@ func TestShares(t *testing.T) {
 	}
 	if n := len(set.MPS()); n != 3 {
 		t.Errorf("MPS() has %d devices, want 3", n)
+	}
+}
+
+// TestDeviceNames checks the names whole devices get from [cdi]
+// device-names, and that a style leaving a device nameless is refused.
+func TestDeviceNames(t *testing.T) {
+	h := fakehost.Host(t, "dgx-a100")
+	cfg := &config.Config{CDI: config.CDI{DeviceNames: []string{"type-index"}}}
+	set, err := Resolve(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.Devices[0].Names; !reflect.DeepEqual(got, []string{"gpu0"}) {
+		t.Errorf("GPU 0: %v", got)
+	}
+	if got := set.Devices[4].Names; !reflect.DeepEqual(got, []string{"mig4:0"}) {
+		t.Errorf("mig-0: %v", got)
+	}
+	cfg.CDI.DeviceNames = []string{"gpu:mig"}
+	if _, err := Resolve(h, cfg); err == nil || !strings.Contains(err.Error(), `[cdi] "device-names" ["gpu:mig"] gives GPU 0 no name`) {
+		t.Errorf("gpu:mig alone: %v", err)
 	}
 }

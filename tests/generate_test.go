@@ -40,7 +40,7 @@ func TestGenerateBadInput(t *testing.T) {
 		}, "[[sharing]] entry 1: \"replicas\" is 1: a shared device needs at least 2 replicas"},
 		{"unknown replica name style", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[cdi]\nreplica-names = [\"index\", \"serial\"]\n")}
-		}, `[cdi] "replica-names" value "serial" is not known: use "index", "uuid" or "gpu:mig"`},
+		}, `[cdi] "replica-names" value "serial" is not known: use "index", "uuid", "gpu:mig" or "type-index"`},
 		{"no replica name style", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[cdi]\nreplica-names = []\n")}
 		}, `[cdi] "replica-names" is empty`},

@@ -75,3 +75,32 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceNameStrategy generates with nvidia-ctk's flag (and its
+// GPUCTK_ variable) and lists the names back as a runtime resolves them.
+func TestDeviceNameStrategy(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want []string
+	}{
+		{[]string{"--device-name-strategy", "type-index"}, "", []string{"nvidia.com/gpu=all", "nvidia.com/gpu=gpu0", "nvidia.com/gpu=gpu3", "nvidia.com/gpu=mig4:0", "nvidia.com/gpu=mig7:3"}},
+		{nil, "GPUCTK_DEVICE_NAME_STRATEGY=index", []string{"nvidia.com/gpu=0", "nvidia.com/gpu=3", "nvidia.com/gpu=all", "nvidia.com/gpu=mig-0", "nvidia.com/gpu=mig-15"}},
+	} {
+		dir := t.TempDir()
+		cmd := exec.Command(bin("gpuctk"), append([]string{"cdi", "generate", "--simulate", "dgx-a100", "--config", writeConfig(t, ""), "--output", filepath.Join(dir, "nvidia.yaml")}, tc.args...)...)
+		cmd.Env = append(os.Environ(), tc.env)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
+		if n := len(lines(list)) - 1; n != 4+16+1 {
+			t.Errorf("%v %s: %d names, want one per device and all:\n%s", tc.args, tc.env, n, list)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(list, w+" ") {
+				t.Errorf("%v %s: no %s in\n%s", tc.args, tc.env, w, list)
+			}
+		}
+	}
+}

@@ -30,6 +30,7 @@ func cdiCommand() *cli.Command {
 					&cli.StringFlag{Name: "hook-path", EnvVars: envVar("hook-path"), Usage: "gpuctk-hook on the host (default: config [cdi] hook-path)"},
 					&cli.StringFlag{Name: "vendor", EnvVars: envVar("vendor"), Usage: "vendor of the spec's kind (default: config, nvidia.com)"},
 					&cli.StringFlag{Name: "class", EnvVars: envVar("class"), Usage: "class of the spec's kind (default: config, gpu)"},
+					&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 					&cli.BoolFlag{Name: "if-driver", EnvVars: envVar("if-driver"), Usage: "when the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version under the dev root), say so and exit 0 without writing anything (for boot-time refreshes)"},
 				),
 				Action: generate,
