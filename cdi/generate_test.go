@@ -269,16 +269,19 @@ func TestReplicaNames(t *testing.T) {
 }
 
 func TestFormatFor(t *testing.T) {
-	for _, tc := range []struct{ format, output, want, err string }{
-		{"", "", "yaml", ""},
-		{"", "/var/run/cdi/nvidia.json", "json", ""},
-		{"yaml", "/x.json", "yaml", ""},
-		{"", "/x.txt", "", "neither .yaml nor .json"},
-		{"toml", "", "", "not known"},
+	for _, tc := range []struct{ format, output, want, warning, err string }{
+		{"", "", "yaml", "", ""},
+		{"", "/var/run/cdi/nvidia.json", "json", "", ""},
+		{"", "/var/run/cdi/nvidia.yaml", "yaml", "", ""},
+		{"yaml", "/x.json", "yaml", "", ""},
+		{"", "/x.txt", "yaml", "/x.txt will not be read by CDI runtimes", ""},
+		{"json", "/x.yml", "json", "/x.yml will not be read by CDI runtimes", ""},
+		{"toml", "", "", "", "not known"},
 	} {
-		got, err := FormatFor(tc.format, tc.output)
-		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
-			t.Errorf("FormatFor(%q, %q) = %q, %v", tc.format, tc.output, got, err)
+		got, warning, err := FormatFor(tc.format, tc.output)
+		if got != tc.want || !strings.Contains(warning, tc.warning) || (tc.warning == "") != (warning == "") ||
+			(tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("FormatFor(%q, %q) = %q, %q, %v", tc.format, tc.output, got, warning, err)
 		}
 	}
 }

@@ -2,11 +2,14 @@ package cdi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
@@ -15,23 +18,26 @@ import (
 )
 
 // FormatFor returns the format a spec is written in: the explicit one, or
-// the output file's extension, YAML by default.
-func FormatFor(format, output string) (string, error) {
+// the output file's extension, YAML by default; and a warning when the
+// output's name is one CDI readers skip (they load only .yaml and .json).
+func FormatFor(format, output string) (string, string, error) {
 	switch format {
-	case "yaml", "json":
-		return format, nil
-	case "":
+	case "yaml", "json", "":
 	default:
-		return "", fmt.Errorf("format %q is not known: use yaml or json", format)
+		return "", "", fmt.Errorf("format %q is not known: use yaml or json", format)
 	}
-	switch ext := filepath.Ext(output); ext {
-	case ".json":
-		return "json", nil
-	case ".yaml", ".yml", "":
-		return "yaml", nil
-	default:
-		return "", fmt.Errorf("output %s: extension %q is neither .yaml nor .json (the CDI spec dirs load only those): rename it or pass --format", output, ext)
+	var warning string
+	ext := filepath.Ext(output)
+	if output != "" && ext != ".yaml" && ext != ".json" {
+		warning = fmt.Sprintf("%s will not be read by CDI runtimes: they load only .yaml and .json files from their spec dirs (rename it)", output)
 	}
+	if format == "" {
+		format = "yaml"
+		if ext == ".json" {
+			format = "json"
+		}
+	}
+	return format, warning, nil
 }
 
 // Marshal encodes a spec as YAML or JSON.
@@ -50,11 +56,25 @@ func Marshal(spec *specs.Spec, format string) ([]byte, error) {
 
 // WriteSpec writes data to path atomically with mode 0644, making its
 // folder if needed: readers see the old spec or the new, never a torn one.
+// Errors name the destination and say when root is needed.
 func WriteSpec(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("spec folder: %w", err)
+	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	if err == nil {
+		err = atomicfile.WriteFile(path, data, 0o644)
 	}
-	return atomicfile.WriteFile(path, data, 0o644)
+	if err == nil {
+		return nil
+	}
+	// The temporary file's name means nothing to the user: name the
+	// destination and keep the system's reason.
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		err = errno
+	}
+	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 {
+		return fmt.Errorf("write spec %s: %w: writing there needs root (run with sudo) or choose another --output", path, err)
+	}
+	return fmt.Errorf("write spec %s: %w", path, err)
 }
 
 // Listed is a device found in the spec dirs.

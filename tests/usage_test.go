@@ -104,3 +104,34 @@ func TestDeviceNameStrategy(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputNames checks --output's messages: a name CDI readers skip is
+// written with a warning; a folder the user cannot write is one line
+// naming the destination (not a temporary file) and saying root is needed.
+func TestOutputNames(t *testing.T) {
+	dir := t.TempDir()
+	txt := filepath.Join(dir, "nvidia.txt")
+	var stderr bytes.Buffer
+	cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--output", txt)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "gpuctk: warning: "+txt+" will not be read by CDI runtimes") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	if _, err := os.Stat(txt); err != nil {
+		t.Error(err)
+	}
+
+	// As nobody, into a folder only root may write.
+	os.Chmod(dir, 0o755)
+	gpuctk := filepath.Join(dir, "gpuctk")
+	copyFile(t, bin("gpuctk"), gpuctk, 0o755)
+	out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", gpuctk,
+		"cdi", "generate", "--simulate", "l40s", "--output", filepath.Join(dir, "nvidia.yaml")).CombinedOutput()
+	want := "gpuctk: write spec " + filepath.Join(dir, "nvidia.yaml") + ": permission denied: writing there needs root (run with sudo) or choose another --output\n"
+	if err == nil || string(out) != want {
+		t.Errorf("%v: %q, want %q", err, out, want)
+	}
+}

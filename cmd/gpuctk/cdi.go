@@ -64,9 +64,12 @@ func generate(c *cli.Context) error {
 			return nil
 		}
 	}
-	format, err := cdi.FormatFor(c.String("format"), c.String("output"))
+	format, warning, err := cdi.FormatFor(c.String("format"), c.String("output"))
 	if err != nil {
 		return err
+	}
+	if warning != "" {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", warning)
 	}
 	set, p, err := resolve(c, cfg)
 	if err != nil {
