@@ -135,3 +135,39 @@ func TestOutputNames(t *testing.T) {
 		t.Errorf("%v: %q, want %q", err, out, want)
 	}
 }
+
+// TestQuietAndDebug checks --quiet (errors only) and --debug (where things
+// come from), before or after the command and as GPUCTK_ variables.
+func TestQuietAndDebug(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string // on stderr; "" for nothing
+	}{
+		{[]string{"--quiet", "cdi", "generate", "--simulate", "l40s"}, "", ""},
+		{[]string{"cdi", "generate", "--simulate", "l40s", "-q"}, "", ""},
+		{[]string{"cdi", "generate", "--simulate", "l40s"}, "GPUCTK_QUIET=true", ""},
+		{[]string{"--debug", "cdi", "generate", "--simulate", "l40s"}, "", "gpuctk: debug: host from the simulated profile l40s"},
+		{[]string{"cdi", "generate", "--simulate", "l40s", "--debug"}, "", "gpuctk: debug: driver files: a standard install of 580.65.06"},
+		{[]string{"cdi", "generate", "--simulate", "l40s"}, "GPUCTK_DEBUG=1", "gpuctk: debug: "},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin("gpuctk"), append(tc.args, "--config", writeConfig(t, ""))...)
+		cmd.Env = append(os.Environ(), tc.env)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v %s: %v: %s", tc.args, tc.env, err, stderr.String())
+		}
+		if !strings.HasPrefix(stdout.String(), "---\ncdiVersion:") {
+			t.Errorf("%v %s: no spec on stdout", tc.args, tc.env)
+		}
+		if got := stderr.String(); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+			t.Errorf("%v %s: stderr %q, want %q", tc.args, tc.env, got, tc.want)
+		}
+	}
+	// An error is printed under --quiet too.
+	out, err := exec.Command(bin("gpuctk"), "--quiet", "cdi", "generate", "--simulate", "nosuch").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `simulated host "nosuch" is not known`) {
+		t.Errorf("--quiet error: %v %q", err, out)
+	}
+}

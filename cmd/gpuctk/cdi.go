@@ -60,7 +60,7 @@ func generate(c *cli.Context) error {
 	if c.Bool("if-driver") && c.String("simulate") == "" {
 		version := filepath.Join(cfg.CDI.DevRootOrDriver(), "proc/driver/nvidia/version")
 		if _, err := os.Stat(version); errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "gpuctk: no NVIDIA driver loaded (%s does not exist): no spec written\n", version)
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: no NVIDIA driver loaded (%s does not exist): no spec written\n", version)
 			return nil
 		}
 	}
@@ -89,16 +89,16 @@ func generate(c *cli.Context) error {
 	}
 	out := c.String("output")
 	if out == "" {
-		if _, err := os.Stdout.Write(data); err != nil {
+		if _, err := c.App.Writer.Write(data); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "gpuctk: %s spec: %s\n", spec.Kind, sum)
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s spec: %s\n", spec.Kind, sum)
 		return nil
 	}
 	if err := cdi.WriteSpec(out, data); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "gpuctk: wrote %s spec to %s: %s\n", spec.Kind, out, sum)
+	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", spec.Kind, out, sum)
 	return nil
 }
 

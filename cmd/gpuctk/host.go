@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -32,6 +33,13 @@ func hostFlags() []cli.Flag {
 	}
 }
 
+// debugf says something with --debug, on stderr.
+func debugf(c *cli.Context, format string, args ...any) {
+	if flagOn(c, "debug") {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: debug: "+format+"\n", args...)
+	}
+}
+
 // loadConfig reads --config (a missing file is an error only when the
 // flag was given), then applies the flags that set configuration keys:
 // flag, else environment, else file, else default.
@@ -39,6 +47,11 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Path != "" {
+		debugf(c, "configuration from %s", cfg.Path)
+	} else {
+		debugf(c, "no %s: the default configuration", c.String("config"))
 	}
 	set := map[string]string{}
 	for _, name := range c.FlagNames() {
@@ -53,6 +66,7 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 	if len(set) == 0 {
 		return cfg, nil
 	}
+	debugf(c, "set by flags or GPUCTK_ variables: %v", set)
 	return cfg, cfg.Override(set)
 }
 
@@ -65,12 +79,14 @@ func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *invent
 			return nil, nil, err
 		}
 		h, err := p.Host()
+		debugf(c, "host from the simulated profile %s", p.Name)
 		return h, p, err
 	}
 	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
 	if err != nil {
 		return nil, nil, err
 	}
+	debugf(c, "host from NVML: %s", lib)
 	src, err := nvmlhost.Open(lib)
 	if err != nil {
 		return nil, nil, err
@@ -84,9 +100,14 @@ func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *invent
 // profile's standard layout for a simulated host without a root.
 func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *inventory.Profile) (*driver.Files, error) {
 	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
+		debugf(c, "driver files: a standard install of %s (no --driver-root)", h.DriverVersion)
 		return driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), nil
 	}
-	return driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
+	f, err := driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
+	if err == nil {
+		debugf(c, "driver files under %s (devices under %s): %d control nodes, %d mounts, %d links", cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), len(f.ControlNodes), len(f.Mounts), len(f.Links))
+	}
+	return f, err
 }
 
 // resolve reads the host and returns what it offers under the configuration.

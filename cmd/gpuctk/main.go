@@ -18,6 +18,8 @@ func main() {
 		Commands:             []*cli.Command{cdiCommand(), mpsCommand(), runtimeCommand(), configCommand(), labelsCommand(), infoCommand(), migCommand(), completionCommand(), manCommand()},
 		EnableBashCompletion: true,
 		HideHelpCommand:      true,
+		Flags:                logFlags(),
+		Before:               quietBefore,
 	}
 	strict(app)
 	if err := app.Run(os.Args); err != nil {

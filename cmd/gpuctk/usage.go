@@ -58,6 +58,11 @@ func strict(app *cli.App) {
 	walk = func(cmds []*cli.Command) {
 		for _, cmd := range cmds {
 			cmd.OnUsageError = onUsage
+			if cmd.Action != nil {
+				// --quiet and --debug go before or after the command.
+				cmd.Flags = append(cmd.Flags, logFlags()...)
+				cmd.Before = quietBefore
+			}
 			if cmd.Action != nil && cmd.ArgsUsage == "" {
 				action := cmd.Action
 				cmd.Action = func(c *cli.Context) error {
@@ -85,4 +90,33 @@ func report(stderr io.Writer, err error) int {
 	}
 	fmt.Fprintln(stderr, "gpuctk:", err)
 	return 1
+}
+
+// logFlags are the flags every command takes: on the app, before the
+// command, and on each command, after it.
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, EnvVars: envVar("quiet"), Usage: "print errors only: no summaries, notes or warnings on stderr"},
+		&cli.BoolFlag{Name: "debug", EnvVars: envVar("debug"), Usage: "say on stderr where the configuration, the host and the driver's files come from"},
+	}
+}
+
+// quietBefore silences what gpuctk says beside its output under --quiet;
+// errors are printed by main, to os.Stderr, either way.
+func quietBefore(c *cli.Context) error {
+	if flagOn(c, "quiet") {
+		c.App.ErrWriter = io.Discard
+	}
+	return nil
+}
+
+// flagOn reports whether a log flag is on, given before the command (the
+// app's) or after it (the command's own).
+func flagOn(c *cli.Context, name string) bool {
+	for _, ctx := range c.Lineage() {
+		if ctx.Bool(name) {
+			return true
+		}
+	}
+	return false
 }
