@@ -39,6 +39,12 @@ func plainEdits(e *specs.ContainerEdits) bool {
 	return e.IntelRdt == nil && len(e.NetDevices) == 0 && len(e.AdditionalGIDs) == 0
 }
 
+// Marker is the first line of every YAML spec gpuctk writes: package
+// removal deletes /var/run/cdi/nvidia.yaml only when it starts with it, so
+// a spec another tool (or an admin) wrote there is left alone, even one
+// that calls gpuctk-hook.
+const Marker = "# Written by gpuctk."
+
 // spec writes s. Edits that several devices share (the replicas of a
 // device, and its other names) are written once with a YAML anchor and
 // referred to by alias: every runtime that reads the spec through the CDI
@@ -47,7 +53,7 @@ func plainEdits(e *specs.ContainerEdits) bool {
 // 525 KiB to 129 KiB with every replica name, which that parse reads in a
 // third of the time (184 KiB to 64 KiB with the default names).
 func (w *yamlWriter) spec(s *specs.Spec) []byte {
-	w.b = append(w.b, "---\n"...)
+	w.b = append(w.b, Marker+"\n---\n"...)
 	w.str(0, "cdiVersion", s.Version)
 	w.str(0, "kind", s.Kind)
 	w.line(0, "devices:")

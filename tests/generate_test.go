@@ -97,7 +97,7 @@ func TestGenerateMainJob(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
 	}
-	if !strings.HasPrefix(string(out), "---\ncdiVersion: \"0.5.0\"\nkind: \"nvidia.com/gpu\"\n") {
+	if !strings.HasPrefix(string(out), "# Written by gpuctk.\n---\ncdiVersion: \"0.5.0\"\nkind: \"nvidia.com/gpu\"\n") {
 		t.Errorf("spec starts %q", string(out[:60]))
 	}
 	if got := strings.TrimSpace(stderr.String()); got != "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 57 device names" {

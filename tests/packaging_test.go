@@ -545,8 +545,9 @@ func checkRPMRoot(t *testing.T, v1, v2 packages) {
 		t.Errorf("rpm -q gpuctk after upgrade = %q", got)
 	}
 
-	// Erase keeps a spec gpuctk did not write.
-	foreign := []byte("cdiVersion: \"0.5.0\"\nkind: nvidia.com/gpu\ndevices: []\n")
+	// Erase keeps a spec gpuctk did not write, even one that calls
+	// gpuctk-hook.
+	foreign := []byte("cdiVersion: \"0.5.0\"\nkind: nvidia.com/gpu\ncontainerEdits:\n  hooks:\n  - hookName: createContainer\n    path: /usr/bin/gpuctk-hook\ndevices: []\n")
 	spec := filepath.Join(root, specPath)
 	if err := os.WriteFile(spec, foreign, 0o644); err != nil {
 		t.Fatal(err)

@@ -158,7 +158,7 @@ func TestQuietAndDebug(t *testing.T) {
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%v %s: %v: %s", tc.args, tc.env, err, stderr.String())
 		}
-		if !strings.HasPrefix(stdout.String(), "---\ncdiVersion:") {
+		if !strings.HasPrefix(stdout.String(), "# Written by gpuctk.\n---\ncdiVersion:") {
 			t.Errorf("%v %s: no spec on stdout", tc.args, tc.env)
 		}
 		if got := stderr.String(); tc.want == "" && got != "" || !strings.Contains(got, tc.want) {

@@ -10,9 +10,10 @@ esac
 
 # The generated spec names /usr/bin/gpuctk-hook, which is gone: a container
 # asking for a GPU would fail on the missing hook. Remove the spec only if
-# gpuctk wrote it (its hook call names gpuctk-hook), not another tool's.
+# gpuctk wrote it (its first line is gpuctk's mark), never another tool's
+# or an admin's, whatever it names.
 spec=/var/run/cdi/nvidia.yaml
-if [ -f "$spec" ] && grep -q gpuctk-hook "$spec"; then
+if [ -f "$spec" ] && [ ! -L "$spec" ] && [ "$(head -n 1 "$spec")" = "# Written by gpuctk." ]; then
 	rm -f "$spec"
 fi
 
