@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/mps/peer"
 
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -28,6 +29,9 @@ func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error 
 		if err := syscall.Mount("gpuctk-mps", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, opts); err != nil {
 			return fmt.Errorf("mount tmpfs on %s: %w", shm, err)
 		}
+	}
+	if err := m.mountPipe(d); err != nil {
+		return err
 	}
 	if err := m.holdComputeMode(d); err != nil {
 		return err
@@ -103,8 +107,8 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	return pid, nil
 }
 
-func (m *Manager) stop(ctl string, d *offer.Share) (Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+func (m *Manager) stop(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
 	if ctl != "" && m.answers(ctx, ctl, d) {
@@ -113,18 +117,23 @@ func (m *Manager) stop(ctl string, d *offer.Share) (Result, error) {
 		}
 		r.Action = "stopped"
 	}
+wait:
 	for delay := 20 * time.Millisecond; m.pid(d) > 0; delay = min(2*delay, 200*time.Millisecond) {
-		if ctx.Err() != nil {
-			// It ignored quit or never answered: end it.
-			pid := m.pid(d)
-			if err := m.kill(d, pid); err != nil {
-				return r, fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			// It ignored quit or never answered, or the caller gives up
+			// waiting: end it.
+			if pid := m.pid(d); pid > 0 {
+				if err := m.kill(d, pid); err != nil {
+					return r, fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
+				}
+				r.Action = "killed"
 			}
-			r.Action = "killed"
-			time.Sleep(100 * time.Millisecond)
-			break
+			break wait
+		case <-t.C:
 		}
-		time.Sleep(delay)
 	}
 	if m.shmMounted(d) {
 		shm := d.ShmDir()
@@ -133,7 +142,7 @@ func (m *Manager) stop(ctl string, d *offer.Share) (Result, error) {
 			return r, fmt.Errorf("unmount %s: %w", shm, err)
 		}
 	}
-	if err := clearDir(d.PipeDir()); err != nil {
+	if err := m.unmountPipe(d); err != nil {
 		return r, err
 	}
 	if err := os.Remove(m.recordPath(d.UUID())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -198,9 +207,18 @@ func (m *Manager) control(ctx context.Context, ctl string, d *offer.Share, comma
 
 // answers reports whether the device's daemon answers a query.
 func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool {
-	if _, err := os.Stat(filepath.Join(d.PipeDir(), "control")); err != nil {
+	// The control binary connects to whatever is at the socket's name;
+	// it is asked only once that name is known to be the daemon's own
+	// socket, not one a tenant planted.
+	rec, err := m.readRecord(d.UUID())
+	if err != nil {
 		return false
 	}
+	c, err := peer.Dial(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS}, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
 	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
 	if err != nil {
 		return false

@@ -19,6 +19,7 @@ type Manager struct {
 	driverRoot string
 	stateRoot  string
 	shmSize    config.Size
+	pipeSize   config.Size
 	modes      ComputeModer
 	timeout    time.Duration
 }
@@ -36,6 +37,11 @@ func WithStateRoot(root string) Option { return func(m *Manager) { m.stateRoot =
 // WithShmSize sets the size of each device's /dev/shm tmpfs (default 1GiB).
 func WithShmSize(size config.Size) Option { return func(m *Manager) { m.shmSize = size } }
 
+// WithPipeSize sets the size of each device's pipe folder, a tmpfs every
+// replica container can write (default 16MiB): what a tenant fills there
+// is taken from it, not from the host's /run.
+func WithPipeSize(size config.Size) Option { return func(m *Manager) { m.pipeSize = size } }
+
 // WithComputeModer puts each MPS-shared GPU in EXCLUSIVE_PROCESS compute
 // mode while its daemons run. Without it compute modes are left alone.
 func WithComputeModer(c ComputeModer) Option { return func(m *Manager) { m.modes = c } }
@@ -46,7 +52,7 @@ func WithTimeout(d time.Duration) Option { return func(m *Manager) { m.timeout =
 
 // New returns a Manager.
 func New(opts ...Option) *Manager {
-	m := &Manager{driverRoot: "/", stateRoot: "/run/gpuctk/mps", shmSize: 1 << 30, timeout: 10 * time.Second}
+	m := &Manager{driverRoot: "/", stateRoot: "/run/gpuctk/mps", shmSize: 1 << 30, pipeSize: 16 << 20, timeout: 10 * time.Second}
 	for _, o := range opts {
 		o(m)
 	}
@@ -80,7 +86,7 @@ type Status struct {
 // MPS. A device whose daemon already answers is left alone. A device that
 // fails to start is left as it was found: no daemon, no mount, its compute
 // mode restored.
-func (m *Manager) Start(devs []*offer.Share) ([]Result, error) {
+func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, error) {
 	devs = mpsOnly(devs)
 	if len(devs) == 0 {
 		return nil, nil
@@ -101,7 +107,7 @@ func (m *Manager) Start(devs []*offer.Share) ([]Result, error) {
 	defer unlock()
 	var results []Result
 	for _, d := range devs {
-		r, err := m.start(ctl, d)
+		r, err := m.start(ctx, ctl, d)
 		if err != nil {
 			return results, fmt.Errorf("MPS device %s: %w", d, err)
 		}
@@ -113,7 +119,7 @@ func (m *Manager) Start(devs []*offer.Share) ([]Result, error) {
 // Stop stops the daemons of the MPS-shared devices in devs and of every
 // other device gpuctk started a daemon for, unmounts their tmpfs and
 // restores compute modes. Stopping a device with no daemon is not an error.
-func (m *Manager) Stop(devs []*offer.Share) ([]Result, error) {
+func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
 	unlock, err := m.lock()
 	if err != nil {
 		return nil, err
@@ -129,7 +135,7 @@ func (m *Manager) Stop(devs []*offer.Share) ([]Result, error) {
 		if ctlErr != nil && (m.pid(s.Device) > 0 || m.shmMounted(s.Device)) {
 			return results, ctlErr
 		}
-		r, err := m.stop(ctl, s.Device)
+		r, err := m.stop(ctx, ctl, s.Device)
 		if err != nil {
 			return results, fmt.Errorf("MPS device %s: %w", s.Device, err)
 		}
@@ -140,7 +146,7 @@ func (m *Manager) Stop(devs []*offer.Share) ([]Result, error) {
 
 // Status reports the daemons of the MPS-shared devices in devs and of any
 // other device gpuctk started a daemon for.
-func (m *Manager) Status(devs []*offer.Share) ([]Status, error) {
+func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, error) {
 	all, err := m.withStarted(mpsOnly(devs))
 	if err != nil {
 		return nil, err
@@ -151,7 +157,7 @@ func (m *Manager) Status(devs []*offer.Share) ([]Status, error) {
 		s.PID = m.pid(s.Device)
 		s.ShmMounted = m.shmMounted(s.Device)
 		if ctlErr == nil {
-			s.Answering = m.answers(context.Background(), ctl, s.Device)
+			s.Answering = m.answers(ctx, ctl, s.Device)
 		}
 	}
 	return all, nil
@@ -201,8 +207,8 @@ func (m *Manager) lock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-func (m *Manager) start(ctl string, d *offer.Share) (Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.timeout)
+func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
 	defer cancel()
 	pipe, logDir, shm := d.PipeDir(), d.LogDir(), d.ShmDir()
 	for _, dir := range []string{pipe, logDir, shm} {
@@ -216,8 +222,9 @@ func (m *Manager) start(ctl string, d *offer.Share) (Result, error) {
 	if pid := m.pid(d); pid > 0 {
 		return Result{}, fmt.Errorf("its daemon (pid %d) does not answer on %s: run `gpuctk mps stop`, then start again", pid, pipe)
 	}
-	// A daemon that died leaves its socket and pid file behind.
-	if err := clearDir(pipe); err != nil {
+	// A daemon that died leaves its socket and pid file behind, and
+	// tenants whatever they like.
+	if err := m.resetPipe(d); err != nil {
 		return Result{}, err
 	}
 	err := m.launch(ctx, ctl, d)
@@ -227,7 +234,7 @@ func (m *Manager) start(ctl string, d *offer.Share) (Result, error) {
 			return Result{Device: d, Action: "started", PID: pid}, nil
 		}
 	}
-	if _, serr := m.stop(ctl, d); serr != nil {
+	if _, serr := m.stop(ctx, ctl, d); serr != nil {
 		err = fmt.Errorf("%w (cleaning up: %v)", err, serr)
 	}
 	return Result{}, err

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,8 +63,26 @@ func (m *Manager) kill(d *offer.Share, pid int) error {
 	if err := unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return err
 	}
-	return nil
+	// The pidfd turns readable when the process has exited; SIGKILL takes
+	// effect within milliseconds unless the process is stuck in the kernel.
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(killWait)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		if n > 0 {
+			return nil
+		}
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("wait for pid %d to exit: %w", pid, err)
+		}
+		if err == nil || time.Until(deadline) <= 0 {
+			return fmt.Errorf("pid %d did not exit within %s of SIGKILL", pid, killWait)
+		}
+	}
 }
+
+// killWait bounds how long kill waits for a killed daemon to exit.
+const killWait = 2 * time.Second
 
 // readPIDFile reads a pid file that a container may have replaced: only a
 // regular file, not through a symlink, never blocking, at most 32 bytes.

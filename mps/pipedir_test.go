@@ -92,18 +92,18 @@ func TestPIDFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 			within(t, "status", fifo, func() {
-				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != 0 {
+				if st, err := m.Status(t.Context(), devs); err != nil || len(st) != 1 || st[0].PID != 0 {
 					t.Errorf("status = %+v, %v", st, err)
 				}
 			})
 			within(t, "stop", fifo, func() {
-				if res, err := m.Stop(devs); err != nil || len(res) != 1 || res[0].Action != "not running" {
+				if res, err := m.Stop(t.Context(), devs); err != nil || len(res) != 1 || res[0].Action != "not running" {
 					t.Errorf("stop = %+v, %v", res, err)
 				}
 			})
 
 			// A running daemon: its pid comes from the state root.
-			res, err := m.Start(devs)
+			res, err := m.Start(t.Context(), devs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,12 +112,12 @@ func TestPIDFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 			within(t, "status", fifo, func() {
-				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != res[0].PID || !st[0].Answering {
+				if st, err := m.Status(t.Context(), devs); err != nil || len(st) != 1 || st[0].PID != res[0].PID || !st[0].Answering {
 					t.Errorf("status = %+v, %v; want pid %d", st, err, res[0].PID)
 				}
 			})
 			within(t, "stop", fifo, func() {
-				if res2, err := m.Stop(devs); err != nil || len(res2) != 1 || res2[0].Action != "stopped" || res2[0].PID != res[0].PID {
+				if res2, err := m.Stop(t.Context(), devs); err != nil || len(res2) != 1 || res2[0].Action != "stopped" || res2[0].PID != res[0].PID {
 					t.Errorf("stop = %+v, %v", res2, err)
 				}
 			})
@@ -177,10 +177,10 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := m.Status(devs); err != nil || st[0].PID != 0 {
+	if st, err := m.Status(t.Context(), devs); err != nil || st[0].PID != 0 {
 		t.Errorf("status = %+v, %v", st, err)
 	}
-	if res, err := m.Stop(devs); err != nil || res[0].Action != "not running" || res[0].PID != 0 {
+	if res, err := m.Stop(t.Context(), devs); err != nil || res[0].Action != "not running" || res[0].PID != 0 {
 		t.Errorf("stop = %+v, %v", res, err)
 	}
 	if !isControl(fake, pipe) {
@@ -189,7 +189,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil || res[0].Action != "started" || res[0].PID == fake {
 		t.Fatalf("start = %+v, %v", res, err)
 	}
@@ -201,7 +201,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := m.Status(devs); err != nil || st[0].PID != res[0].PID {
+		if st, err := m.Status(t.Context(), devs); err != nil || st[0].PID != res[0].PID {
 			t.Errorf("status with pid file %d = %+v, %v; want pid %d", pid, st, err, res[0].PID)
 		}
 	}
@@ -209,7 +209,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := m.Stop(devs)
+	res2, err := m.Stop(t.Context(), devs)
 	if err != nil || res2[0].Action != "killed" || res2[0].PID != res[0].PID {
 		t.Errorf("stop = %+v, %v", res2, err)
 	}
