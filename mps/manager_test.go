@@ -1,6 +1,7 @@
 package mps
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,7 +159,8 @@ func newManager(t *testing.T, driverRoot string, opts ...Option) (*Manager, stri
 	state := t.TempDir()
 	m := New(append([]Option{WithDriverRoot(driverRoot), WithStateRoot(state), WithShmSize(64 << 20), WithTimeout(10 * time.Second)}, opts...)...)
 	t.Cleanup(func() {
-		if _, err := m.Stop(t.Context(), nil); err != nil {
+		// t.Context is cancelled before cleanups run.
+		if _, err := m.Stop(context.Background(), nil); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		mounts, _ := os.ReadFile("/proc/self/mountinfo")
