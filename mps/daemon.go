@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/mps/peer"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -100,6 +101,10 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	pid := m.pid(d)
 	if pid > 0 && rec.MountNS != 0 {
 		rec.Share, rec.PID = *d, pid
+		var st unix.Stat_t
+		if err := unix.Lstat(d.ControlSocket(), &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			rec.ControlInode = st.Ino
+		}
 		if err := m.writeRecord(rec); err != nil {
 			return 0, err
 		}
@@ -214,7 +219,7 @@ func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool 
 	if err != nil {
 		return false
 	}
-	c, err := peer.Dial(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS}, time.Second)
+	c, err := peer.Dial(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode}, time.Second)
 	if err != nil {
 		return false
 	}

@@ -58,6 +58,9 @@ type daemonRecord struct {
 	// MountNS is the inode number of the mount namespace gpuctk made for
 	// the daemon (see inShmNamespace).
 	MountNS uint64 `json:"daemonMountNS,omitempty"`
+	// ControlInode is the inode of the daemon's control socket, once its
+	// listener was checked: see peer.Record.
+	ControlInode uint64 `json:"controlInode,omitempty"`
 }
 
 func (m *Manager) writeRecord(r daemonRecord) error {

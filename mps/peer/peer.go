@@ -27,6 +27,11 @@ import (
 type Record struct {
 	PID     int    `json:"daemonPID,omitempty"`
 	MountNS uint64 `json:"daemonMountNS,omitempty"`
+	// Socket is the inode number of the daemon's control socket, recorded
+	// once gpuctk checked its listener. A bound socket's inode belongs to
+	// its listener alone, so it identifies the daemon where its pid cannot
+	// be seen: createContainer hooks run in the container's pid namespace.
+	Socket uint64 `json:"controlInode,omitempty"`
 }
 
 // maxRecord bounds what ReadRecord reads: a record is well under 4 KiB.
@@ -83,6 +88,9 @@ func Dial(path string, rec Record, timeout time.Duration) (net.Conn, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
 		return nil, fmt.Errorf("%s is not a socket", path)
 	}
+	if rec.Socket != 0 && st.Ino != rec.Socket {
+		return nil, fmt.Errorf("%s is not the daemon's socket", path)
+	}
 	// Connecting through the descriptor reaches the socket just checked,
 	// whatever replaces the name meanwhile.
 	c, err := (&net.Dialer{Timeout: timeout}).Dial("unix", "/proc/self/fd/"+strconv.Itoa(fd))
@@ -90,7 +98,9 @@ func Dial(path string, rec Record, timeout time.Duration) (net.Conn, error) {
 		return nil, fmt.Errorf("connect to %s: %w", path, err)
 	}
 	pid, err := peerPID(c)
-	if err == nil {
+	// pid 0: the listener is outside our pid namespace; then only the
+	// recorded socket inode, checked above, vouches for it.
+	if err == nil && (pid != 0 || rec.Socket == 0) {
 		err = check(pid, rec)
 	}
 	if err != nil {
