@@ -143,6 +143,9 @@ type Kubernetes struct {
 type MPSConfig struct {
 	StateRoot string `toml:"state-root"`
 	ShmSize   Size   `toml:"shm-size"`
+	// PipeSize caps each daemon's pipe folder, a tmpfs every replica
+	// container writes to, so that a tenant cannot fill the host's /run.
+	PipeSize Size `toml:"pipe-size"`
 	// SetComputeMode puts an MPS-shared device's GPU in EXCLUSIVE_PROCESS
 	// compute mode while its daemon runs.
 	SetComputeMode *bool `toml:"set-compute-mode"`
@@ -196,6 +199,9 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {
 		c.MPS.ShmSize = 1 << 30
+	}
+	if c.MPS.PipeSize == 0 {
+		c.MPS.PipeSize = 16 << 20
 	}
 	if c.MPS.SetComputeMode == nil {
 		t := true
@@ -284,6 +290,9 @@ func (m *MPSConfig) validate() error {
 	}
 	if m.ShmSize < 1<<20 {
 		return fmt.Errorf(`"shm-size" is %d bytes: it must be at least 1MiB`, uint64(m.ShmSize))
+	}
+	if m.PipeSize < 1<<20 || m.PipeSize > 1<<30 {
+		return fmt.Errorf(`"pipe-size" is %d bytes: it must be from 1MiB to 1GiB`, uint64(m.PipeSize))
 	}
 	return nil
 }

@@ -10,21 +10,6 @@ import (
 	"strings"
 )
 
-// subcommands maps a subcommand that parses its own arguments to its
-// implementation: mps-check registers itself from mps.go, which keeps its
-// own flag parsing until it takes typed options as Setup does.
-var subcommands = map[string]func(env *Env, args []string) error{}
-
-// Run runs a subcommand registered by this package with its raw
-// arguments. known is false for a name it does not have.
-func Run(e *Env, name string, args []string) (known bool, err error) {
-	run, ok := subcommands[name]
-	if !ok {
-		return false, nil
-	}
-	return true, run(e, args)
-}
-
 // Env is what an operation runs with: the OCI state on Stdin (read on
 // first use) and Stderr for warnings.
 type Env struct {
@@ -128,35 +113,4 @@ func hostRoot(m []idMapping) int {
 		}
 	}
 	return 0
-}
-
-// flags parses "--name value" pairs. Names in known are collected; an
-// unknown one is warned about and skipped with its value, so newer specs
-// keep working with this hook. (Used by mps.go; setup's flags are parsed
-// in cmd/gpuctk-hook.)
-func flags(e *Env, args []string, known ...string) (map[string][]string, error) {
-	out := map[string][]string{}
-	for i := 0; i < len(args); i++ {
-		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if !strings.HasPrefix(args[i], "--") {
-			return nil, fmt.Errorf("unexpected argument %q", args[i])
-		}
-		if !hasValue {
-			if i+1 >= len(args) {
-				return nil, fmt.Errorf("flag --%s needs a value", name)
-			}
-			i++
-			value = args[i]
-		}
-		ok := false
-		for _, k := range known {
-			ok = ok || k == name
-		}
-		if !ok {
-			fmt.Fprintf(e.Stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
-			continue
-		}
-		out[name] = append(out[name], value)
-	}
-	return out, nil
 }

@@ -1,10 +1,12 @@
 package hook
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,12 +37,18 @@ func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 			}
 			err = Setup(env, o)
 		}
-	default:
-		var known bool
-		if known, err = Run(env, args[0], args[1:]); !known {
-			fmt.Fprintf(stderr, "unknown subcommand %q\n", args[0])
-			return 0
+	case "mps-check":
+		var f map[string][]string
+		if f, err = flags(env, args[1:], "pipe-dir", "uuid"); err == nil {
+			if len(f["pipe-dir"]) != 1 || len(f["uuid"]) != 1 {
+				err = errors.New("--pipe-dir and --uuid are each needed once")
+			} else {
+				err = CheckMPS(f["pipe-dir"][0], f["uuid"][0])
+			}
 		}
+	default:
+		fmt.Fprintf(stderr, "unknown subcommand %q\n", args[0])
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gpuctk-hook %s: %v\n", args[0], err)
@@ -52,3 +60,33 @@ func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 // testLimits are the ldconfig child's limits in tests: the defaults but
 // for a timeout short enough to test.
 var testLimits = Limits{Timeout: 2 * time.Second}
+
+// flags parses "--name value" pairs. Names in known are collected; an
+// unknown one is warned about and skipped with its value, so newer specs
+// keep working with this hook. (cmd/gpuctk-hook parses the real ones.)
+func flags(e *Env, args []string, known ...string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for i := 0; i < len(args); i++ {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if !strings.HasPrefix(args[i], "--") {
+			return nil, fmt.Errorf("unexpected argument %q", args[i])
+		}
+		if !hasValue {
+			if i+1 >= len(args) {
+				return nil, fmt.Errorf("flag --%s needs a value", name)
+			}
+			i++
+			value = args[i]
+		}
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		if !ok {
+			fmt.Fprintf(e.Stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
+			continue
+		}
+		out[name] = append(out[name], value)
+	}
+	return out, nil
+}

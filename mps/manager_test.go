@@ -1,8 +1,7 @@
 package mps
 
 import (
-	"github.com/gpuctk/gpuctk/tests/fakehost"
-
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // The integration tests drive a Manager against the test double of
@@ -159,7 +159,8 @@ func newManager(t *testing.T, driverRoot string, opts ...Option) (*Manager, stri
 	state := t.TempDir()
 	m := New(append([]Option{WithDriverRoot(driverRoot), WithStateRoot(state), WithShmSize(64 << 20), WithTimeout(10 * time.Second)}, opts...)...)
 	t.Cleanup(func() {
-		if _, err := m.Stop(nil); err != nil {
+		// t.Context is cancelled before cleanups run.
+		if _, err := m.Stop(context.Background(), nil); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 		mounts, _ := os.ReadFile("/proc/self/mountinfo")
@@ -185,7 +186,7 @@ func TestManagerLifecycle(t *testing.T) {
 	gpu7 := mig.GPU.UUID
 
 	// Start: a daemon per MPS-shared device, nothing for time-slicing.
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestManagerLifecycle(t *testing.T) {
 	}
 
 	// Status: both answer.
-	st, err := m.Status(devs)
+	st, err := m.Status(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestManagerLifecycle(t *testing.T) {
 	// A second start leaves the running daemons alone.
 	before := readRecord(t, state, gpu0.UUID())
 	calls := len(modes.calls)
-	res2, err := m.Start(devs)
+	res2, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestManagerLifecycle(t *testing.T) {
 	}
 
 	// Stop: quit, gone, unmounted, compute mode restored.
-	res3, err := m.Stop(devs)
+	res3, err := m.Stop(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,11 +326,11 @@ func TestManagerLifecycle(t *testing.T) {
 	}
 
 	// Stopping again is fine; status says not running.
-	res4, err := m.Stop(devs)
+	res4, err := m.Stop(t.Context(), devs)
 	if err != nil || len(res4) != 2 || res4[0].Action != "not running" {
 		t.Errorf("second stop = %+v, %v", res4, err)
 	}
-	st, err = m.Status(devs)
+	st, err = m.Status(t.Context(), devs)
 	if err != nil || len(st) != 2 || st[0].Answering || st[0].PID != 0 || st[0].ShmMounted {
 		t.Errorf("status after stop = %+v, %v", st, err)
 	}
@@ -338,7 +339,7 @@ func TestManagerLifecycle(t *testing.T) {
 func TestManagerDeadDaemon(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,12 +353,12 @@ func TestManagerDeadDaemon(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(devs[0].PipeDir(), "control")); err != nil {
 		t.Fatalf("the killed daemon's socket is gone: %v", err)
 	}
-	st, err := m.Status(devs)
+	st, err := m.Status(t.Context(), devs)
 	if err != nil || st[0].Answering || st[0].PID != 0 {
 		t.Fatalf("status of a killed daemon = %+v, %v", st, err)
 	}
 	// Start replaces it.
-	res2, err := m.Start(devs)
+	res2, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,20 +370,20 @@ func TestManagerDeadDaemon(t *testing.T) {
 func TestManagerLeftover(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"mig-0"}, Strategy: config.MPS, Replicas: 2})
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The configuration no longer shares it: status and stop still see it.
-	st, err := m.Status(nil)
+	st, err := m.Status(t.Context(), nil)
 	if err != nil || len(st) != 1 || st[0].Configured || !st[0].Answering || st[0].Device.UUID() != devs[0].UUID() {
 		t.Fatalf("status = %+v, %v", st, err)
 	}
-	res2, err := m.Stop(nil)
+	res2, err := m.Stop(t.Context(), nil)
 	if err != nil || len(res2) != 1 || res2[0].Action != "stopped" || alive(res[0].PID) {
 		t.Fatalf("stop = %+v, %v", res2, err)
 	}
-	if st, err := m.Status(nil); err != nil || len(st) != 0 {
+	if st, err := m.Status(t.Context(), nil); err != nil || len(st) != 0 {
 		t.Fatalf("status after stop = %+v, %v", st, err)
 	}
 }
@@ -394,7 +395,7 @@ func TestManagerNeverAnswers(t *testing.T) {
 	m, state := newManager(t, root, WithComputeModer(modes), WithTimeout(500*time.Millisecond))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
 	start := time.Now()
-	_, err := m.Start(devs)
+	_, err := m.Start(t.Context(), devs)
 	want := "MPS device GPU 3 (GPU-62dcf677-cc5f-d6b0-7fe5-3a9f7a23bd87): its daemon did not answer get_default_active_thread_percentage within 500ms: see " +
 		filepath.Join(devs[0].LogDir(), "control.log")
 	if err == nil || err.Error() != want {
@@ -419,7 +420,7 @@ func TestManagerDaemonFails(t *testing.T) {
 	root := driverRootWith(t, "#!/bin/sh\necho 'cannot open /dev/nvidiactl' >&2\nexit 3\n")
 	m, state := newManager(t, root)
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
-	_, err := m.Start(devs)
+	_, err := m.Start(t.Context(), devs)
 	want := "MPS device GPU 0 (GPU-13fe3248-4da8-65f8-e972-3f15eef51793): " + filepath.Join(root, "usr/bin", controlName) + " -d: exit status 3: cannot open /dev/nvidiactl"
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v\nwant  %s", err, want)
@@ -487,14 +488,14 @@ func TestComputeModeSharedGPU(t *testing.T) {
 func TestManagerKillsHungDaemon(t *testing.T) {
 	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"3"}, Strategy: config.MPS, Replicas: 2})
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := m.Stop(devs)
+	res2, err := m.Stop(t.Context(), devs)
 	if err != nil {
 		t.Fatal(err)
 	}

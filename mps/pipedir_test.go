@@ -1,6 +1,11 @@
 package mps
 
 import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,18 +97,18 @@ func TestPIDFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 			within(t, "status", fifo, func() {
-				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != 0 {
+				if st, err := m.Status(t.Context(), devs); err != nil || len(st) != 1 || st[0].PID != 0 {
 					t.Errorf("status = %+v, %v", st, err)
 				}
 			})
 			within(t, "stop", fifo, func() {
-				if res, err := m.Stop(devs); err != nil || len(res) != 1 || res[0].Action != "not running" {
+				if res, err := m.Stop(t.Context(), devs); err != nil || len(res) != 1 || res[0].Action != "not running" {
 					t.Errorf("stop = %+v, %v", res, err)
 				}
 			})
 
 			// A running daemon: its pid comes from the state root.
-			res, err := m.Start(devs)
+			res, err := m.Start(t.Context(), devs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,12 +117,12 @@ func TestPIDFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 			within(t, "status", fifo, func() {
-				if st, err := m.Status(devs); err != nil || len(st) != 1 || st[0].PID != res[0].PID || !st[0].Answering {
+				if st, err := m.Status(t.Context(), devs); err != nil || len(st) != 1 || st[0].PID != res[0].PID || !st[0].Answering {
 					t.Errorf("status = %+v, %v; want pid %d", st, err, res[0].PID)
 				}
 			})
 			within(t, "stop", fifo, func() {
-				if res2, err := m.Stop(devs); err != nil || len(res2) != 1 || res2[0].Action != "stopped" || res2[0].PID != res[0].PID {
+				if res2, err := m.Stop(t.Context(), devs); err != nil || len(res2) != 1 || res2[0].Action != "stopped" || res2[0].PID != res[0].PID {
 					t.Errorf("stop = %+v, %v", res2, err)
 				}
 			})
@@ -177,10 +182,10 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := m.Status(devs); err != nil || st[0].PID != 0 {
+	if st, err := m.Status(t.Context(), devs); err != nil || st[0].PID != 0 {
 		t.Errorf("status = %+v, %v", st, err)
 	}
-	if res, err := m.Stop(devs); err != nil || res[0].Action != "not running" || res[0].PID != 0 {
+	if res, err := m.Stop(t.Context(), devs); err != nil || res[0].Action != "not running" || res[0].PID != 0 {
 		t.Errorf("stop = %+v, %v", res, err)
 	}
 	if !isControl(fake, pipe) {
@@ -189,7 +194,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(fake)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := m.Start(devs)
+	res, err := m.Start(t.Context(), devs)
 	if err != nil || res[0].Action != "started" || res[0].PID == fake {
 		t.Fatalf("start = %+v, %v", res, err)
 	}
@@ -201,7 +206,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(pipe, pidFile), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if st, err := m.Status(devs); err != nil || st[0].PID != res[0].PID {
+		if st, err := m.Status(t.Context(), devs); err != nil || st[0].PID != res[0].PID {
 			t.Errorf("status with pid file %d = %+v, %v; want pid %d", pid, st, err, res[0].PID)
 		}
 	}
@@ -209,7 +214,7 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := m.Stop(devs)
+	res2, err := m.Stop(t.Context(), devs)
 	if err != nil || res2[0].Action != "killed" || res2[0].PID != res[0].PID {
 		t.Errorf("stop = %+v, %v", res2, err)
 	}
@@ -219,4 +224,205 @@ func TestManagerPipeDirImpostor(t *testing.T) {
 	if !isControl(fake, pipe) || !isControl(host, pipe) {
 		t.Error("stop killed an impostor")
 	}
+}
+
+// The pipe folder is a tmpfs of its own: a tenant filling it fills nothing
+// else, and the daemon's socket is root's in a sticky folder.
+func TestPipeFolderCapped(t *testing.T) {
+	m, state := newManager(t, driverRootWith(t, ""), WithPipeSize(1<<20))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	if _, err := m.Start(t.Context(), devs); err != nil {
+		t.Fatal(err)
+	}
+	pipe := devs[0].PipeDir()
+	if !isMountPoint(pipe) {
+		t.Fatalf("%s is not a mount point", pipe)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(pipe, &st); err != nil || st.Mode&0o7777 != 0o1777 || st.Uid != 0 {
+		t.Errorf("pipe folder mode %o, uid %d, %v; want 1777, root", st.Mode&0o7777, st.Uid, err)
+	}
+	big := filepath.Join(pipe, "big")
+	if err := os.WriteFile(big, make([]byte, 2<<20), 0o644); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("writing 2MiB into a 1MiB pipe folder: %v, want ENOSPC", err)
+	}
+	os.Remove(big)
+	var err error
+	for i := 0; i <= pipeInodes && err == nil; i++ {
+		err = os.WriteFile(filepath.Join(pipe, "f"+strconv.Itoa(i)), nil, 0o644)
+	}
+	if !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("creating %d files: %v, want ENOSPC", pipeInodes+1, err)
+	}
+	if st, err := m.Status(t.Context(), devs); err != nil || !st[0].Answering {
+		t.Errorf("status = %+v, %v", st, err)
+	}
+}
+
+// fakeDaemon listens on path and answers every command as a daemon would.
+func fakeDaemon(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			bufio.NewReader(c).ReadString('\n')
+			io.WriteString(c, "100.0\n")
+			c.Close()
+		}
+	}()
+}
+
+// What a tenant can leave in the pipe folder: gpuctk neither trusts it nor
+// follows it, and start, status and stop keep working, in bounded time.
+func TestPipeFolderPlants(t *testing.T) {
+	outside := t.TempDir()
+	keep := filepath.Join(outside, "keep")
+	if err := os.WriteFile(keep, []byte("host file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(outside, "sock")
+	fakeDaemon(t, other)
+	for _, tc := range []struct {
+		name string
+		// replaces says the plant takes the daemon's socket's name, as a
+		// tenant running as root can.
+		replaces bool
+		plant    func(t *testing.T, pipe string)
+	}{
+		{"socket", true, func(t *testing.T, pipe string) {
+			os.Remove(filepath.Join(pipe, "control"))
+			fakeDaemon(t, filepath.Join(pipe, "control"))
+		}},
+		{"link", true, func(t *testing.T, pipe string) {
+			os.Remove(filepath.Join(pipe, "control"))
+			os.Symlink(other, filepath.Join(pipe, "control"))
+		}},
+		{"FIFO", true, func(t *testing.T, pipe string) {
+			os.Remove(filepath.Join(pipe, "control"))
+			unix.Mkfifo(filepath.Join(pipe, "control"), 0o666)
+		}},
+		{"out", false, func(t *testing.T, pipe string) {
+			os.Symlink(outside, filepath.Join(pipe, "dir"))
+			os.Symlink(keep, filepath.Join(pipe, "file"))
+		}},
+		{"deep", false, func(t *testing.T, pipe string) {
+			p := pipe
+			for range 200 {
+				p = filepath.Join(p, "d")
+				if err := os.Mkdir(p, 0o755); err != nil {
+					break // ENAMETOOLONG: as deep as a path goes
+				}
+			}
+		}},
+		{"many", false, func(t *testing.T, pipe string) {
+			for i := range pipeInodes {
+				if os.WriteFile(filepath.Join(pipe, "f"+strconv.Itoa(i)), nil, 0o644) != nil {
+					break
+				}
+			}
+		}},
+		{"locked", false, func(t *testing.T, pipe string) {
+			os.Mkdir(filepath.Join(pipe, "x"), 0o755)
+			os.WriteFile(filepath.Join(pipe, "x", "y"), nil, 0o644)
+			os.Chmod(filepath.Join(pipe, "x"), 0)
+			os.Chmod(pipe, 0o700)
+			os.Chown(pipe, 1000, 1000)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, state := newManager(t, driverRootWith(t, ""), WithTimeout(time.Second))
+			devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+			pipe := devs[0].PipeDir()
+			res, err := m.Start(t.Context(), devs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.plant(t, pipe)
+			within(t, "status", filepath.Join(pipe, "control"), func() {
+				st, err := m.Status(t.Context(), devs)
+				if err != nil || st[0].PID != res[0].PID || st[0].Answering == tc.replaces {
+					t.Errorf("status = %+v, %v; want pid %d, answering %v", st, err, res[0].PID, !tc.replaces)
+				}
+			})
+			// The daemon dies; start recovers from whatever is left.
+			if err := m.kill(devs[0], res[0].PID); err != nil {
+				t.Fatal(err)
+			}
+			within(t, "start", filepath.Join(pipe, "control"), func() {
+				res2, err := m.Start(t.Context(), devs)
+				if err != nil || res2[0].Action != "started" {
+					t.Fatalf("start = %+v, %v", res2, err)
+				}
+				if st, err := m.Status(t.Context(), devs); err != nil || !st[0].Answering || st[0].PID != res2[0].PID {
+					t.Errorf("status after start = %+v, %v", st, err)
+				}
+			})
+			tc.plant(t, pipe)
+			within(t, "stop", filepath.Join(pipe, "control"), func() {
+				if _, err := m.Stop(t.Context(), devs); err != nil {
+					t.Errorf("stop: %v", err)
+				}
+			})
+			if data, err := os.ReadFile(keep); err != nil || string(data) != "host file" {
+				t.Errorf("a file outside the pipe folder: %q, %v", data, err)
+			}
+			if _, err := os.Stat(other); err != nil {
+				t.Errorf("a socket outside the pipe folder: %v", err)
+			}
+		})
+	}
+}
+
+// Start and Stop give up when their context does, whatever the timeout.
+func TestManagerContext(t *testing.T) {
+	t.Run("start", func(t *testing.T) {
+		// -d never returns.
+		m, state := newManager(t, driverRootWith(t, "#!/bin/sh\nexec sleep 30\n"))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := m.Start(ctx, devs); err == nil {
+			t.Error("start succeeded")
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("start took %s past a 300ms deadline", d)
+		}
+		if isMountPoint(devs[0].ShmDir()) || isMountPoint(devs[0].PipeDir()) {
+			t.Error("tmpfs left mounted")
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		m, state := newManager(t, driverRootWith(t, ""))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		res, err := m.Start(t.Context(), devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A hung daemon: without the deadline, stop waits the 10s timeout.
+		if err := os.WriteFile(filepath.Join(devs[0].LogDir(), "mpsdouble.ignore-quit"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res2, err := m.Stop(ctx, devs)
+		if err != nil || res2[0].Action != "killed" {
+			t.Errorf("stop = %+v, %v", res2, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("stop took %s past a 300ms deadline", d)
+		}
+		if alive(res[0].PID) {
+			t.Errorf("daemon %d still runs", res[0].PID)
+		}
+	})
 }

@@ -57,12 +57,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 		if err == nil {
 			err = hook.Setup(env, o)
 		}
-	default:
-		var known bool
-		if known, err = hook.Run(env, args[0], args[1:]); !known {
-			fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown subcommand %q ignored (spec from a newer gpuctk?)\n", args[0])
+	case "mps-check":
+		var pipeDir, uuid []string
+		err = parseFlags(stderr, args[1:], map[string]func(string) error{
+			"pipe-dir": func(v string) error { pipeDir = append(pipeDir, v); return nil },
+			"uuid":     func(v string) error { uuid = append(uuid, v); return nil },
+		})
+		if err == nil && (len(pipeDir) != 1 || len(uuid) != 1) {
+			err = errors.New("--pipe-dir and --uuid are each needed once")
+		}
+		if errors.Is(err, errHelp) {
+			fmt.Fprint(stdout, usage)
 			return 0
 		}
+		if err == nil {
+			err = hook.CheckMPS(pipeDir[0], uuid[0])
+		}
+	default:
+		fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown subcommand %q ignored (spec from a newer gpuctk?)\n", args[0])
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gpuctk-hook %s: %v\n", args[0], err)
@@ -74,10 +87,28 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 // errHelp is parseSetup's answer to --help.
 var errHelp = errors.New("help requested")
 
-// parseSetup parses setup's "--name value" and "--name=value" flags into
-// o. An unknown flag is warned about and skipped with its value, so newer
-// specs keep working with this hook.
+// parseSetup parses setup's flags into o.
 func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
+	return parseFlags(stderr, args, map[string]func(string) error{
+		"link":     func(v string) error { o.Links = append(o.Links, v); return nil },
+		"library":  func(v string) error { o.Libraries = append(o.Libraries, v); return nil },
+		"folder":   func(v string) error { o.Folders = append(o.Folders, v); return nil },
+		"ldconfig": func(v string) error { o.Ldconfig = v; return nil },
+		"ldconfig-timeout": func(v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("--ldconfig-timeout %q: want a positive duration such as 10s", v)
+			}
+			o.Limits.Timeout = d
+			return nil
+		},
+	})
+}
+
+// parseFlags parses a subcommand's "--name value" and "--name=value" flags,
+// handing each value to its setter. An unknown flag is warned about and
+// skipped with its value, so newer specs keep working with this hook.
+func parseFlags(stderr io.Writer, args []string, set map[string]func(string) error) error {
 	for i := 0; i < len(args); i++ {
 		if !strings.HasPrefix(args[i], "--") {
 			return fmt.Errorf("unexpected argument %q", args[i])
@@ -93,23 +124,13 @@ func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 			i++
 			value = args[i]
 		}
-		switch name {
-		case "link":
-			o.Links = append(o.Links, value)
-		case "library":
-			o.Libraries = append(o.Libraries, value)
-		case "folder":
-			o.Folders = append(o.Folders, value)
-		case "ldconfig":
-			o.Ldconfig = value
-		case "ldconfig-timeout":
-			d, err := time.ParseDuration(value)
-			if err != nil || d <= 0 {
-				return fmt.Errorf("--ldconfig-timeout %q: want a positive duration such as 10s", value)
-			}
-			o.Limits.Timeout = d
-		default:
+		f, ok := set[name]
+		if !ok {
 			fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
+			continue
+		}
+		if err := f(value); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -38,6 +38,12 @@ func TestRun(t *testing.T) {
 		{name: "bad link", args: []string{"setup", "--link", "nolink"}, stdin: string(st), code: 1, want: "want TARGET::/ABSOLUTE/LINK"},
 		{name: "flag without value", args: []string{"setup", "--folder"}, code: 1, want: "flag --folder needs a value"},
 		{name: "bad state", args: []string{"setup", "--folder", "/usr/lib"}, stdin: "{not json", code: 1, want: "OCI state on stdin"},
+		{name: "mps-check without uuid", args: []string{"mps-check", "--pipe-dir", "/run/x/pipe"}, code: 1, want: "--pipe-dir and --uuid are each needed once"},
+		{name: "mps-check with a newer flag", args: []string{"mps-check", "--pipe-dir", "/nonexistent/pipe", "--uuid", "GPU-x", "--timeout", "5s", "--help"},
+			want: "unknown flag --timeout ignored", wantOut: "Usage: gpuctk-hook SUBCOMMAND", warnings: true},
+		{name: "mps-check, no daemon", args: []string{"mps-check", "--pipe-dir=/nonexistent/pipe", "--uuid", "GPU-x"}, code: 1,
+			want: "gpuctk-hook mps-check: MPS daemon for GPU-x is not running: run `gpuctk mps start`"},
+		{name: "mps-check help", args: []string{"mps-check", "--help"}, wantOut: "Usage: gpuctk-hook SUBCOMMAND"},
 		{name: "missing bundle", args: []string{"setup", "--folder", "/usr/lib"}, stdin: `{"bundle":"/nonexistent"}`, code: 1, want: "bundle"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,7 +97,7 @@ func info(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		sts, err := m.Status(mpsDevs)
+		sts, err := m.Status(c.Context, mpsDevs)
 		if err != nil {
 			return err
 		}

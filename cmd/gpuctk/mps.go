@@ -67,6 +67,7 @@ func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, erro
 		mps.WithDriverRoot(driverRoot),
 		mps.WithStateRoot(cfg.MPS.StateRoot),
 		mps.WithShmSize(cfg.MPS.ShmSize),
+		mps.WithPipeSize(cfg.MPS.PipeSize),
 		mps.WithTimeout(cfg.MPS.Timeout()),
 	}
 	// Compute modes are real hardware state: never touched for a
@@ -111,7 +112,7 @@ func mpsStart(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := m.Start(devs)
+	res, err := m.Start(c.Context, devs)
 	w := c.App.Writer
 	for _, r := range res {
 		d := r.Device
@@ -135,7 +136,7 @@ func mpsStop(c *cli.Context) error {
 	// Every daemon gpuctk started has a record: stopping needs neither
 	// the host's GPUs nor the configuration's sharing entries, which may
 	// have changed since.
-	res, err := m.Stop(nil)
+	res, err := m.Stop(c.Context, nil)
 	for _, r := range res {
 		if r.PID > 0 {
 			fmt.Fprintf(c.App.Writer, "%s: %s, pid %d\n", r.Device, r.Action, r.PID)
@@ -185,7 +186,7 @@ func mpsStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sts, err := m.Status(devs)
+	sts, err := m.Status(c.Context, devs)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,233 @@
+package mps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/mps/peer"
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// launch mounts the tmpfs, sets the compute mode, records the device and
+// runs the daemon.
+func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error {
+	shm := d.ShmDir()
+	if !m.shmMounted(d) {
+		opts := fmt.Sprintf("size=%d,mode=1777", uint64(m.shmSize))
+		if err := syscall.Mount("gpuctk-mps", shm, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, opts); err != nil {
+			return fmt.Errorf("mount tmpfs on %s: %w", shm, err)
+		}
+	}
+	if err := m.mountPipe(d); err != nil {
+		return err
+	}
+	if err := m.holdComputeMode(d); err != nil {
+		return err
+	}
+	if err := m.writeRecord(daemonRecord{Share: *d}); err != nil {
+		return err
+	}
+	// The daemon forks and its parent exits; its output goes to a file
+	// rather than a pipe the daemon could hold open forever.
+	outPath := filepath.Join(d.LogDir(), "gpuctk-start.out")
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.CommandContext(ctx, ctl, "-d")
+	cmd.Env = m.env(d, true)
+	cmd.Dir = "/"
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	ns, err := inShmNamespace(shm, cmd.Run)
+	if ns != 0 {
+		// The daemon's namespace: only a process in it can be the daemon.
+		if werr := m.writeRecord(daemonRecord{Share: *d, MountNS: ns}); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		msg, _ := os.ReadFile(outPath)
+		if s := strings.TrimSpace(string(msg)); s != "" {
+			return fmt.Errorf("%s -d: %w: %s", ctl, err, firstLine(s))
+		}
+		return fmt.Errorf("%s -d: %w", ctl, err)
+	}
+	return nil
+}
+
+// configure waits until the daemon answers and sets its defaults.
+func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (int, error) {
+	for delay := 20 * time.Millisecond; !m.answers(ctx, ctl, d); delay = min(2*delay, 200*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("its daemon did not answer get_default_active_thread_percentage within %s: see %s",
+				m.timeout, filepath.Join(d.LogDir(), "control.log"))
+		case <-time.After(delay):
+		}
+	}
+	p := d.ThreadPercentage
+	for _, c := range []string{
+		fmt.Sprintf("set_default_active_thread_percentage %d", p),
+		fmt.Sprintf("set_default_device_pinned_mem_limit 0 %dM", d.PinnedMemoryMiB),
+	} {
+		if _, err := m.control(ctx, ctl, d, c); err != nil {
+			return 0, err
+		}
+	}
+	got, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
+	if err != nil {
+		return 0, err
+	}
+	if f, err := strconv.ParseFloat(got, 64); err != nil || int(f) != p {
+		return 0, fmt.Errorf("its daemon reports an active thread percentage of %q after it was set to %d", got, p)
+	}
+	// Keep the daemon's pid where no container can change it.
+	rec, _ := m.readRecord(d.UUID())
+	pid := m.pid(d)
+	if pid > 0 && rec.MountNS != 0 {
+		rec.Share, rec.PID = *d, pid
+		var st unix.Stat_t
+		if err := unix.Lstat(d.ControlSocket(), &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+			rec.ControlInode = st.Ino
+		}
+		if err := m.writeRecord(rec); err != nil {
+			return 0, err
+		}
+	}
+	return pid, nil
+}
+
+func (m *Manager) stop(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
+	if ctl != "" && m.answers(ctx, ctl, d) {
+		if _, err := m.control(ctx, ctl, d, "quit"); err != nil {
+			return r, err
+		}
+		r.Action = "stopped"
+	}
+wait:
+	for delay := 20 * time.Millisecond; m.pid(d) > 0; delay = min(2*delay, 200*time.Millisecond) {
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			// It ignored quit or never answered, or the caller gives up
+			// waiting: end it.
+			if pid := m.pid(d); pid > 0 {
+				if err := m.kill(d, pid); err != nil {
+					return r, fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
+				}
+				r.Action = "killed"
+			}
+			break wait
+		case <-t.C:
+		}
+	}
+	if m.shmMounted(d) {
+		shm := d.ShmDir()
+		// Lazily: a process that still has it open keeps its copy.
+		if err := syscall.Unmount(shm, syscall.MNT_DETACH); err != nil {
+			return r, fmt.Errorf("unmount %s: %w", shm, err)
+		}
+	}
+	if err := m.unmountPipe(d); err != nil {
+		return r, err
+	}
+	if err := os.Remove(m.recordPath(d.UUID())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r, fmt.Errorf("MPS state: %w", err)
+	}
+	return r, m.releaseComputeMode(d)
+}
+
+// env builds the daemon's or a client's environment from scratch: nothing
+// of gpuctk's own environment reaches the daemon.
+func (m *Manager) env(d *offer.Share, daemon bool) []string {
+	var path []string
+	if m.driverRoot != "/" {
+		for _, dir := range driver.BinDirs {
+			path = append(path, filepath.Join(m.driverRoot, dir))
+		}
+	}
+	path = append(path, "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+	env := []string{
+		"PATH=" + strings.Join(path, ":"),
+		"CUDA_MPS_PIPE_DIRECTORY=" + d.PipeDir(),
+		"CUDA_MPS_LOG_DIRECTORY=" + d.LogDir(),
+	}
+	if daemon {
+		// The device is ordinal 0 inside the daemon and its server.
+		env = append(env, "CUDA_VISIBLE_DEVICES="+d.UUID())
+	}
+	if m.driverRoot != "/" {
+		var libs []string
+		for _, dir := range driver.LibDirs {
+			if fi, err := os.Stat(filepath.Join(m.driverRoot, dir)); err == nil && fi.IsDir() {
+				libs = append(libs, filepath.Join(m.driverRoot, dir))
+			}
+		}
+		if len(libs) > 0 {
+			env = append(env, "LD_LIBRARY_PATH="+strings.Join(libs, ":"))
+		}
+	}
+	return env
+}
+
+// control sends one command to a device's daemon through the control
+// binary's client mode and returns the answer.
+func (m *Manager) control(ctx context.Context, ctl string, d *offer.Share, command string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ctl)
+	cmd.Env = m.env(d, false)
+	cmd.Dir = "/"
+	cmd.Stdin = strings.NewReader(command + "\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if s := strings.TrimSpace(stderr.String() + stdout.String()); s != "" {
+			err = fmt.Errorf("%w: %s", err, firstLine(s))
+		}
+		return "", fmt.Errorf("%s: %q: %w", ctl, command, err)
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// answers reports whether the device's daemon answers a query.
+func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool {
+	// The control binary connects to whatever is at the socket's name;
+	// it is asked only once that name is known to be the daemon's own
+	// socket, not one a tenant planted.
+	rec, err := m.readRecord(d.UUID())
+	if err != nil {
+		return false
+	}
+	c, err := peer.Dial(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode}, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
+	if err != nil {
+		return false
+	}
+	_, err = strconv.ParseFloat(out, 64)
+	return err == nil
+}

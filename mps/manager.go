@@ -1,0 +1,247 @@
+package mps
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// Manager starts, stops and reports the MPS control daemons of a host.
+type Manager struct {
+	driverRoot string
+	stateRoot  string
+	shmSize    config.Size
+	pipeSize   config.Size
+	modes      ComputeModer
+	timeout    time.Duration
+}
+
+// Option configures a Manager.
+type Option func(*Manager)
+
+// WithDriverRoot sets where the driver's files are.
+func WithDriverRoot(root string) Option { return func(m *Manager) { m.driverRoot = root } }
+
+// WithStateRoot sets the folder of the daemons' pipe, log and shm folders
+// (default: [mps] state-root's default).
+func WithStateRoot(root string) Option { return func(m *Manager) { m.stateRoot = root } }
+
+// WithShmSize sets the size of each device's /dev/shm tmpfs.
+func WithShmSize(size config.Size) Option { return func(m *Manager) { m.shmSize = size } }
+
+// WithPipeSize sets the size of each device's pipe folder, a tmpfs every
+// replica container can write: what a tenant fills there
+// is taken from it, not from the host's /run.
+func WithPipeSize(size config.Size) Option { return func(m *Manager) { m.pipeSize = size } }
+
+// WithComputeModer puts each MPS-shared GPU in EXCLUSIVE_PROCESS compute
+// mode while its daemons run. Without it compute modes are left alone.
+func WithComputeModer(c ComputeModer) Option { return func(m *Manager) { m.modes = c } }
+
+// WithTimeout bounds how long starting or stopping one daemon may take
+// (default: [mps] start-timeout's default).
+func WithTimeout(d time.Duration) Option { return func(m *Manager) { m.timeout = d } }
+
+// New returns a Manager.
+func New(opts ...Option) *Manager {
+	d := config.Default()
+	m := &Manager{driverRoot: d.CDI.DriverRoot, stateRoot: d.MPS.StateRoot, shmSize: d.MPS.ShmSize, pipeSize: d.MPS.PipeSize, timeout: d.MPS.Timeout()}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
+}
+
+// Result says what Start or Stop did to one device's daemon.
+type Result struct {
+	Device *offer.Share `json:"device"`
+	// Action is "started", "already running", "stopped", "killed" (it did
+	// not quit in time) or "not running".
+	Action string `json:"action"`
+	PID    int    `json:"pid,omitempty"`
+}
+
+// Status is the state of one device's daemon.
+type Status struct {
+	Device  *offer.Share `json:"device"`
+	PID     int          `json:"pid,omitempty"`
+	PipeDir string       `json:"pipeDir"`
+	// Answering is true when the daemon answers on its control socket.
+	Answering  bool `json:"answering"`
+	ShmMounted bool `json:"shmMounted"`
+	// Configured is false for a daemon gpuctk started for a device that
+	// the configuration no longer shares through MPS.
+	Configured bool `json:"configured"`
+}
+
+// Start starts a daemon for each MPS-shared device in devs that has none;
+// devs come from offer.Resolve, which checked them against the rules of
+// MPS. A device whose daemon already answers is left alone. A device that
+// fails to start is left as it was found: no daemon, no mount, its compute
+// mode restored.
+func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, error) {
+	devs = mpsOnly(devs)
+	if len(devs) == 0 {
+		return nil, nil
+	}
+	for _, d := range devs {
+		if want := filepath.Join(m.stateRoot, d.UUID()); d.Dir != want {
+			return nil, fmt.Errorf("MPS device %s: its folder is %s, not %s: resolve the devices with the state root the manager uses", d, d.Dir, want)
+		}
+	}
+	ctl, err := FindControl(m.driverRoot)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := m.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var results []Result
+	for _, d := range devs {
+		r, err := m.start(ctx, ctl, d)
+		if err != nil {
+			return results, fmt.Errorf("MPS device %s: %w", d, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Stop stops the daemons of the MPS-shared devices in devs and of every
+// other device gpuctk started a daemon for, unmounts their tmpfs and
+// restores compute modes. Stopping a device with no daemon is not an error.
+func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
+	unlock, err := m.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	all, err := m.withStarted(mpsOnly(devs))
+	if err != nil {
+		return nil, err
+	}
+	ctl, ctlErr := FindControl(m.driverRoot)
+	var results []Result
+	for _, s := range all {
+		if ctlErr != nil && (m.pid(s.Device) > 0 || m.shmMounted(s.Device)) {
+			return results, ctlErr
+		}
+		r, err := m.stop(ctx, ctl, s.Device)
+		if err != nil {
+			return results, fmt.Errorf("MPS device %s: %w", s.Device, err)
+		}
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// Status reports the daemons of the MPS-shared devices in devs and of any
+// other device gpuctk started a daemon for.
+func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, error) {
+	all, err := m.withStarted(mpsOnly(devs))
+	if err != nil {
+		return nil, err
+	}
+	ctl, ctlErr := FindControl(m.driverRoot)
+	for i := range all {
+		s := &all[i]
+		s.PID = m.pid(s.Device)
+		s.ShmMounted = m.shmMounted(s.Device)
+		if ctlErr == nil {
+			s.Answering = m.answers(ctx, ctl, s.Device)
+		}
+	}
+	return all, nil
+}
+
+func mpsOnly(devs []*offer.Share) []*offer.Share {
+	var out []*offer.Share
+	for _, d := range devs {
+		if d.IsMPS() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// withStarted returns devs plus the devices the state root has a daemon
+// record for, as Statuses with Device, PipeDir and Configured set.
+func (m *Manager) withStarted(devs []*offer.Share) ([]Status, error) {
+	var out []Status
+	for _, d := range devs {
+		out = append(out, Status{Device: d, PipeDir: d.PipeDir(), Configured: true})
+	}
+	started, err := m.started()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range started {
+		if !slices.ContainsFunc(devs, func(c *offer.Share) bool { return c.UUID() == d.UUID() }) {
+			out = append(out, Status{Device: d, PipeDir: d.PipeDir()})
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) lock() (func(), error) {
+	if err := os.MkdirAll(m.stateRoot, 0o755); err != nil {
+		return nil, fmt.Errorf("MPS state: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(m.stateRoot, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("MPS state: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("MPS state: lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	pipe, logDir, shm := d.PipeDir(), d.LogDir(), d.ShmDir()
+	for _, dir := range []string{pipe, logDir, shm} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return Result{}, err
+		}
+	}
+	if m.answers(ctx, ctl, d) {
+		return Result{Device: d, Action: "already running", PID: m.pid(d)}, nil
+	}
+	if pid := m.pid(d); pid > 0 {
+		return Result{}, fmt.Errorf("its daemon (pid %d) does not answer on %s: run `gpuctk mps stop`, then start again", pid, pipe)
+	}
+	// A daemon that died leaves its socket and pid file behind, and
+	// tenants whatever they like.
+	if err := m.resetPipe(d); err != nil {
+		return Result{}, err
+	}
+	err := m.launch(ctx, ctl, d)
+	if err == nil {
+		var pid int
+		if pid, err = m.configure(ctx, ctl, d); err == nil {
+			return Result{Device: d, Action: "started", PID: pid}, nil
+		}
+	}
+	if _, serr := m.stop(ctx, ctl, d); serr != nil {
+		err = fmt.Errorf("%w (cleaning up: %v)", err, serr)
+	}
+	return Result{}, err
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,164 @@
+// Package peer tells whether the control socket in an MPS pipe folder is
+// served by the daemon gpuctk started, and reads what gpuctk records of
+// that daemon. The pipe folder is bind-mounted read-write into every
+// replica container, so whatever sits there may have been planted by a
+// tenant: a link, a FIFO, a socket of its own. Both gpuctk and gpuctk-hook
+// (which must link nothing but the standard library and x/sys) use it.
+package peer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Record is the part of <state-root>/<uuid>/device.json that identifies
+// the daemon: its pid, once it answered, and the inode number of the mount
+// namespace gpuctk made for it. No tenant can enter that namespace, so a
+// process in it is the daemon or one of its children.
+type Record struct {
+	PID     int    `json:"daemonPID,omitempty"`
+	MountNS uint64 `json:"daemonMountNS,omitempty"`
+	// Socket is the inode number of the daemon's control socket, recorded
+	// once gpuctk checked its listener. A bound socket's inode belongs to
+	// its listener alone, so it identifies the daemon where its pid cannot
+	// be seen: createContainer hooks run in the container's pid namespace.
+	Socket uint64 `json:"controlInode,omitempty"`
+}
+
+// maxRecord bounds what ReadRecord reads: a record is well under 4 KiB.
+const maxRecord = 1 << 20
+
+// ReadRecord reads the daemon's record at path without following a link,
+// blocking on a FIFO or reading more than 1 MiB.
+func ReadRecord(path string) (Record, error) {
+	var r Record
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return r, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return r, err
+	}
+	if !fi.Mode().IsRegular() {
+		return r, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return r, err
+	}
+	if len(data) > maxRecord {
+		return r, fmt.Errorf("%s is over %d bytes", path, maxRecord)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Dial connects to the unix socket at path, without following a link in
+// its last element and within timeout, and checks that the process
+// listening is the daemon rec describes: in its mount namespace and, when
+// rec has a pid, that pid or its child. The caller closes the connection.
+func Dial(path string, rec Record, timeout time.Duration) (net.Conn, error) {
+	if rec.MountNS == 0 {
+		return nil, errors.New("no daemon is recorded")
+	}
+	// O_PATH opens nothing: a FIFO or a device costs nothing here.
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("%s is not a socket", path)
+	}
+	if rec.Socket != 0 && st.Ino != rec.Socket {
+		return nil, fmt.Errorf("%s is not the daemon's socket", path)
+	}
+	// Connecting through the descriptor reaches the socket just checked,
+	// whatever replaces the name meanwhile.
+	c, err := (&net.Dialer{Timeout: timeout}).Dial("unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	}
+	pid, err := peerPID(c)
+	// pid 0: the listener is outside our pid namespace; then only the
+	// recorded socket inode, checked above, vouches for it.
+	if err == nil && (pid != 0 || rec.Socket == 0) {
+		err = check(pid, rec)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func peerPID(c net.Conn) (int, error) {
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("SO_PEERCRED: %w", credErr)
+	}
+	return int(cred.Pid), nil
+}
+
+// check tells whether pid is the recorded daemon (or its child, in its
+// mount namespace).
+func check(pid int, rec Record) error {
+	var st unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/ns/mnt", pid), &st); err != nil {
+		return fmt.Errorf("its listener (pid %d): %w", pid, err)
+	}
+	if st.Ino != rec.MountNS {
+		return fmt.Errorf("its listener (pid %d) is not in the daemon's mount namespace", pid)
+	}
+	if rec.PID == 0 || pid == rec.PID || parent(pid) == rec.PID {
+		return nil
+	}
+	return fmt.Errorf("its listener (pid %d) is not the daemon (pid %d)", pid, rec.PID)
+}
+
+// parent returns pid's parent, 0 when unknown.
+func parent(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The name, in parentheses, may hold spaces: fields follow the last ')'.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
