@@ -6,8 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/offer"

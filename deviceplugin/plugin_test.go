@@ -279,9 +279,9 @@ replicas = 3
 	}
 	all := []string{"0::0", "0::1", "0::2", "1::0", "1::1", "1::2", "2::0", "2::1", "2::2"}
 	for _, tc := range []struct {
-		name, policy         string
+		name, policy          string
 		available, must, want []string
-		size                 int
+		size                  int
 	}{
 		{"distributed spreads", config.Distributed, all, nil, []string{"0::0", "1::0", "2::0"}, 3},
 		{"packed fills one", config.Packed, all, nil, []string{"0::0", "0::1", "0::2", "1::0"}, 4},
