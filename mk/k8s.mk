@@ -1,0 +1,8 @@
+# The upstream kubelet, built from the Go module proxy (tests/k8s/harness/build-kubelet.sh),
+# for the device plugin's end-to-end test against a real kubelet and containerd.
+KUBE_VERSION := v1.34.4
+
+TEST_DEPS += $(TOOLS)/kubelet
+
+$(TOOLS)/kubelet: tests/k8s/harness/build-kubelet.sh tests/k8s/harness/kubelet-mod/go.mod.in tests/k8s/harness/kubelet-mod/main.go.in
+	KUBE_VERSION=$(KUBE_VERSION) tests/k8s/harness/build-kubelet.sh $(TOOLS)
