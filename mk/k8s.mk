@@ -6,3 +6,9 @@ TEST_DEPS += $(TOOLS)/kubelet
 
 $(TOOLS)/kubelet: tests/k8s/harness/build-kubelet.sh tests/k8s/harness/kubelet-mod/go.mod.in tests/k8s/harness/kubelet-mod/main.go.in
 	KUBE_VERSION=$(KUBE_VERSION) tests/k8s/harness/build-kubelet.sh $(TOOLS)
+
+# The device plugin ships in the packages beside the other binaries; like
+# gpuctk it may load NVML, so it is built the same way.
+build: $(BIN)/gpuctk-device-plugin
+$(BIN)/gpuctk-device-plugin: FORCE
+	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk-device-plugin
