@@ -27,6 +27,9 @@ type State struct {
 	// DevRoot is where the device nodes are; Simulated hosts are healthy.
 	DevRoot   string
 	Simulated bool
+	// Notes are what the operator should know of the resolution, logged
+	// when it is applied.
+	Notes []string
 }
 
 // Loader reads the configuration and the host and resolves them.
@@ -38,8 +41,18 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, simu
 	if err != nil {
 		return nil, err
 	}
-	return &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
-		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}, nil
+	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
+		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
+	if cfg.Kubernetes.MIGStrategy == config.MIGNone {
+		// The spec has no whole-GPU entry for a GPU in MIG mode, so it
+		// cannot be handed out whole: say so rather than hide it.
+		for _, g := range set.Host.GPUs {
+			if g.MIGEnabled {
+				st.Notes = append(st.Notes, fmt.Sprintf(`GPU %d is in MIG mode: not advertised under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise its MIG devices`, g.Index))
+			}
+		}
+	}
+	return st, nil
 }
 
 // Plugin runs one server per resource and keeps them registered.
@@ -163,6 +176,9 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 		return fmt.Errorf("CDI spec %s: %w", spec, err)
 	}
 	p.state = st
+	for _, n := range st.Notes {
+		p.log.Warn(n)
+	}
 	unhealthy := p.unhealthy(st)
 	keep := map[string]bool{}
 	var errs []error
