@@ -296,3 +296,58 @@ replicas = 3
 		})
 	}
 }
+
+// TestHealth: a device whose node disappears is sent Unhealthy, and
+// Healthy again when it is back.
+func TestHealth(t *testing.T) {
+	dir, devRoot := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
+	for i := range 4 {
+		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
+	}
+	load := func() (*State, error) {
+		st, err := loader("l40s", cfgPath)()
+		if err == nil {
+			st.Simulated, st.DevRoot = false, devRoot
+		}
+		return st, err
+	}
+	startKubelet(t, dir)
+	p := New(load, WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithHealthInterval(20*time.Millisecond), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	stream, err := dial(t, sock).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := func() string {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range r.Devices {
+			out = append(out, d.ID+"="+d.Health)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := health(); got != "0=Healthy 1=Healthy 2=Healthy 3=Healthy" {
+		t.Fatalf("at start: %s", got)
+	}
+	os.Remove(filepath.Join(devRoot, "dev/nvidia2"))
+	if got := health(); got != "0=Healthy 1=Healthy 2=Unhealthy 3=Healthy" {
+		t.Errorf("node gone: %s", got)
+	}
+	os.WriteFile(filepath.Join(devRoot, "dev/nvidia2"), nil, 0o644)
+	if got := health(); got != "0=Healthy 1=Healthy 2=Healthy 3=Healthy" {
+		t.Errorf("node back: %s", got)
+	}
+}
