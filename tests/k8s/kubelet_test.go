@@ -168,8 +168,9 @@ func TestKubelet(t *testing.T) {
 		}
 	}
 	bin := t.TempDir()
-	build(t, bin, false, "cmd/gpuctk-device-plugin", "cmd/gpuctk-hook", "tests/mpsdouble")
-	build(t, bin, true, "cmd/gpuctk")
+	build(t, bin, false, "cmd/gpuctk-hook", "tests/mpsdouble")
+	// Both may load NVML (go-nvml needs cgo).
+	build(t, bin, true, "cmd/gpuctk", "cmd/gpuctk-device-plugin")
 
 	profile, err := inventory.LoadProfile("dgx-a100")
 	if err != nil {
@@ -198,7 +199,7 @@ rename-shared = true
 [[sharing]]
 devices = ["1"]
 strategy = "time-slicing"
-replicas = 2
+replicas = 4
 fail-requests-greater-than-one = true
 
 [[sharing]]
@@ -276,7 +277,8 @@ state-root = %q
 	}
 
 	t.Run("over-request", func(t *testing.T) {
-		// Two replicas of a resource whose entry fails requests > 1.
+		// Two replicas of a resource whose entry fails requests > 1,
+		// with three free: the kubelet asks the plugin, which refuses.
 		n.pod(t, "over", "nvidia.com/gpu.shared", 2)
 		waitFor(t, 30*time.Second, "the over-request to fail", nil, func() bool {
 			return strings.Contains(n.pods(t), "UnexpectedAdmissionError")
