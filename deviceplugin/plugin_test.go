@@ -351,3 +351,49 @@ func TestHealth(t *testing.T) {
 		t.Errorf("node back: %s", got)
 	}
 }
+
+// BenchmarkAllocate measures an Allocate of one replica over the plugin's
+// socket; BenchmarkRoundTrip a bare call on the same socket beside it.
+func BenchmarkAllocate(b *testing.B)  { benchCall(b, true) }
+func BenchmarkRoundTrip(b *testing.B) { benchCall(b, false) }
+
+func benchCall(b *testing.B, alloc bool) {
+	dir := b.TempDir()
+	cfgPath := filepath.Join(b.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedConfig), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := loader("dgx-a100", cfgPath)()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r *offer.Resource
+	for i := range st.Resources {
+		if st.Resources[i].Name == "nvidia.com/gpu.shared" {
+			r = &st.Resources[i]
+		}
+	}
+	s := newServer(dir, st, r, quiet)
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.stop()
+	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewDevicePluginClient(conn)
+	req := &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0::1"}}}}
+	ctx := context.Background()
+	for b.Loop() {
+		if alloc {
+			_, err = c.Allocate(ctx, req)
+		} else {
+			_, err = c.GetDevicePluginOptions(ctx, &pb.Empty{})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

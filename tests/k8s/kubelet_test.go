@@ -305,6 +305,21 @@ state-root = %q
 			t.Errorf("pod after the kubelet restart got no GPU:\n%s", strings.Join(got, "\n"))
 		}
 	})
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		plugin.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-pluginDied:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the plugin did not exit on SIGTERM")
+		}
+		if code := plugin.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("the plugin exited %d on SIGTERM", code)
+		}
+		if left, _ := filepath.Glob(filepath.Join(n.work, "kubelet/device-plugins/gpuctk-*")); len(left) > 0 {
+			t.Errorf("sockets left after SIGTERM: %v", left)
+		}
+	})
 }
 
 // start starts cmd, stops it with SIGTERM when the test ends, and returns
