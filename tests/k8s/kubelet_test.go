@@ -80,9 +80,10 @@ func (b *syncBuffer) String() string {
 // node is a kubelet and containerd in private namespaces with the plugin
 // running on the host.
 type node struct {
-	work, plugin string
-	pluginLog    syncBuffer
-	harnessLog   syncBuffer
+	work                    string
+	plugin                  *exec.Cmd
+	pluginDied, harnessDied <-chan struct{}
+	pluginLog, harnessLog   syncBuffer
 }
 
 // inspect prints what a container sees of its devices, then DONE.
@@ -157,21 +158,29 @@ func (n *node) pods(t *testing.T) string {
 	return string(out)
 }
 
-func TestKubelet(t *testing.T) {
+// prepare checks the prerequisites and builds the binaries the tests run:
+// it returns the tools folder and the binaries' folder.
+func prepare(t *testing.T) (tools, bin string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: runs containerd and a kubelet in private namespaces (make test runs it as root)")
 	}
-	tools := filepath.Join(repoRoot(), ".cache/tools")
-	for _, b := range []string{"kubelet", "containerd", "ctr", "containerd-shim-runc-v2"} {
+	tools = filepath.Join(repoRoot(), ".cache/tools")
+	for _, b := range []string{"kubelet", "containerd", "containerd-1.7", "ctr", "containerd-shim-runc-v2", "containerd-1.7-shim/containerd-shim-runc-v2"} {
 		if _, err := os.Stat(filepath.Join(tools, b)); err != nil {
 			t.Fatalf("%s is not in %s: run make deps (mk/k8s.mk and mk/runtime.mk build it)", b, tools)
 		}
 	}
-	bin := t.TempDir()
+	bin = t.TempDir()
 	build(t, bin, false, "cmd/gpuctk-hook", "tests/mpsdouble")
 	// Both may load NVML (go-nvml needs cgo).
 	build(t, bin, true, "cmd/gpuctk", "cmd/gpuctk-device-plugin")
+	return tools, bin
+}
 
+// fakeDriver returns a dgx-a100 driver root with the MPS double installed.
+func fakeDriver(t *testing.T, bin string) string {
+	t.Helper()
 	profile, err := inventory.LoadProfile("dgx-a100")
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +196,66 @@ func TestKubelet(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(driverRoot, "usr/bin/nvidia-cuda-mps-control"), double, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cfg := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+	return driverRoot
+}
+
+// startNode starts a kubelet and containerd (harnessEnv picks another
+// containerd), then the plugin on the host, and waits until the kubelet
+// has the resources' devices.
+func startNode(t *testing.T, tools, bin string, host, harnessEnv, resources []string) *node {
+	t.Helper()
+	n := &node{work: t.TempDir()}
+	harness := exec.Command(filepath.Join(repoRoot(), "tests/k8s/harness/run-standalone.sh"), n.work, tools)
+	harness.Env = append(os.Environ(), harnessEnv...)
+	harness.Stdout, harness.Stderr = &n.harnessLog, &n.harnessLog
+	// The test binary dying tears the namespaces down.
+	harness.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	n.harnessDied = start(t, harness, "run-standalone.sh", &n.harnessLog)
+	waitFor(t, 120*time.Second, "the kubelet", n.harnessDied, func() bool {
+		_, err := os.Stat(filepath.Join(n.work, "ready"))
+		return err == nil
+	})
+
+	n.plugin = exec.Command(filepath.Join(bin, "gpuctk-device-plugin"), host...)
+	n.plugin.Env = append(os.Environ(), "GPUCTK_KUBELET_DIR="+filepath.Join(n.work, "kubelet/device-plugins"),
+		"GPUCTK_CDI_DIR="+filepath.Join(n.work, "cdi"))
+	n.plugin.Stdout, n.plugin.Stderr = &n.pluginLog, &n.pluginLog
+	n.pluginDied = start(t, n.plugin, "gpuctk-device-plugin", &n.pluginLog)
+	t.Cleanup(func() {
+		if t.Failed() {
+			// Before the harness's teardown (cleanups run last first).
+			for _, f := range []string{"kubelet.log", "containerd.log"} {
+				data, _ := os.ReadFile(filepath.Join(n.work, f))
+				lines := strings.Split(string(data), "\n")
+				t.Logf("last lines of %s:\n%s", f, strings.Join(lines[max(0, len(lines)-15):], "\n"))
+			}
+		}
+	})
+
+	checkpoint := filepath.Join(n.work, "kubelet/device-plugins/kubelet_internal_checkpoint")
+	for _, r := range resources {
+		// A pod asking for a resource not yet advertised runs without it.
+		waitFor(t, 30*time.Second, r+" in the kubelet's checkpoint", n.pluginDied, fileContains(checkpoint, `"`+r+`":[`))
+	}
+	return n
+}
+
+func writeFile(t *testing.T, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestKubelet: pods asking for a whole GPU, a MIG device, a time-sliced
+// and an MPS replica each see their device; an over-request fails; a new
+// pod gets a device after a kubelet restart; SIGTERM stops the plugin.
+func TestKubelet(t *testing.T) {
+	tools, bin := prepare(t)
+	driverRoot := fakeDriver(t, bin)
+	cfg := writeFile(t, fmt.Sprintf(`
 [cdi]
 hook-path = %q
 
@@ -210,9 +277,7 @@ resource = "nvidia.com/gpu-mps"
 
 [mps]
 state-root = %q
-`, filepath.Join(bin, "gpuctk-hook"), t.TempDir())), 0o644); err != nil {
-		t.Fatal(err)
-	}
+`, filepath.Join(bin, "gpuctk-hook"), t.TempDir()))
 	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}
 	mps := func(sub string) ([]byte, error) {
 		return exec.Command(filepath.Join(bin, "gpuctk"), append([]string{"mps", sub}, host...)...).CombinedOutput()
@@ -226,29 +291,9 @@ state-root = %q
 		}
 	})
 
-	n := &node{work: t.TempDir()}
-	harness := exec.Command(filepath.Join(repoRoot(), "tests/k8s/harness/run-standalone.sh"), n.work, tools)
-	harness.Stdout, harness.Stderr = &n.harnessLog, &n.harnessLog
-	// The test binary dying tears the namespaces down.
-	harness.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	harnessDied := start(t, harness, "run-standalone.sh", &n.harnessLog)
-	waitFor(t, 120*time.Second, "the kubelet", harnessDied, func() bool {
-		_, err := os.Stat(filepath.Join(n.work, "ready"))
-		return err == nil
-	})
-
-	plugin := exec.Command(filepath.Join(bin, "gpuctk-device-plugin"), host...)
-	plugin.Env = append(os.Environ(), "GPUCTK_KUBELET_DIR="+filepath.Join(n.work, "kubelet/device-plugins"),
-		"GPUCTK_CDI_DIR="+filepath.Join(n.work, "cdi"))
-	plugin.Stdout, plugin.Stderr = &n.pluginLog, &n.pluginLog
-	pluginDied := start(t, plugin, "gpuctk-device-plugin", &n.pluginLog)
-
-	checkpoint := filepath.Join(n.work, "kubelet/device-plugins/kubelet_internal_checkpoint")
 	resources := []string{"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/gpu-mps", "nvidia.com/mig-1g.5gb"}
-	for _, r := range resources {
-		// A pod asking for a resource not yet advertised runs without it.
-		waitFor(t, 30*time.Second, r+" in the kubelet's checkpoint", pluginDied, fileContains(checkpoint, `"`+r+`":[`))
-	}
+	n := startNode(t, tools, bin, host, nil, resources)
+	plugin, pluginDied, harnessDied := n.plugin, n.pluginDied, n.harnessDied
 
 	ctl := []string{}
 	for _, tc := range []struct {
@@ -345,4 +390,37 @@ func start(t *testing.T, cmd *exec.Cmd, name string, log *syncBuffer) <-chan str
 		}
 	})
 	return done
+}
+
+// TestKubeletContainerd17: containerd 1.7 (CDI switched on) gets the
+// devices through cdi.k8s.io/ annotations.
+func TestKubeletContainerd17(t *testing.T) {
+	tools, bin := prepare(t)
+	driverRoot := fakeDriver(t, bin)
+	cfg := writeFile(t, fmt.Sprintf(`
+[cdi]
+hook-path = %q
+
+[kubernetes]
+mig-strategy = "mixed"
+device-list-strategy = ["cdi-annotations"]
+`, filepath.Join(bin, "gpuctk-hook")))
+	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}
+	n := startNode(t, tools, bin, host, []string{
+		"CONTAINERD=" + filepath.Join(tools, "containerd-1.7"),
+		"SHIM_PATH=" + filepath.Join(tools, "containerd-1.7-shim"),
+		"CONTAINERD_CONFIG=" + filepath.Join(repoRoot(), "tests/k8s/harness/containerd-1.7-config.toml.in"),
+	}, []string{"nvidia.com/mig-1g.5gb"})
+	n.pod(t, "mig", "nvidia.com/mig-1g.5gb", 1)
+	got := n.output(t, "mig")
+	want := []string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4"}
+	var nodes []string
+	for _, l := range got {
+		if strings.HasPrefix(l, "/dev/nvidia") {
+			nodes = append(nodes, l)
+		}
+	}
+	if !slices.Equal(nodes, want) {
+		t.Errorf("containerd 1.7 pod sees %v, want %v", nodes, want)
+	}
 }

@@ -6,7 +6,9 @@
 # so the host keeps its /var/lib/kubelet, /run, /var/log, sysctls, iptables
 # and ports.
 # BINDIR holds containerd, ctr, containerd-shim-runc-v2 and kubelet
-# (KUBELET=PATH overrides the last; KUBELET_V=N sets its log level, default
+# (KUBELET=PATH overrides the last; CONTAINERD=PATH and CONTAINERD_CONFIG=TEMPLATE
+# run another containerd, e.g. 1.7 with containerd-1.7-config.toml.in and
+# SHIM_PATH=the folder of its own containerd-shim-runc-v2; KUBELET_V=N sets its log level, default
 # 2). Needs root, util-linux (unshare, nsenter, setpriv, flock), iproute2,
 # busybox-static, and runc on PATH (the shim runs it). The environment is
 # passed on to containerd, and so to the shim and runtime (GPUCTK_CONFIG).
@@ -38,7 +40,8 @@ inside() {
 	local work=$1 bin=$2 kubelet=$3
 	shift 3
 	local pids=() rc=0 cmd=
-	export PATH="$bin:$PATH"
+	# SHIM_PATH goes first: containerd 1.7 cannot start the 2.x shim.
+	export PATH="${SHIM_PATH:+$SHIM_PATH:}$bin:$PATH"
 	stop() {
 		trap - TERM INT
 		# COMMAND, then the kubelet, so it restarts nothing, then containerd.
@@ -71,7 +74,7 @@ inside() {
 		mount --bind "$work/sysctl/${s//\//.}" "/proc/sys/$s"
 	done
 
-	containerd --config "$work/containerd.toml" >"$work/containerd.log" 2>&1 &
+	"${CONTAINERD:-containerd}" --config "$work/containerd.toml" >"$work/containerd.log" 2>&1 &
 	pids=($! "${pids[@]}")
 	local ctr=(ctr -a "$work/containerd.sock" -n k8s.io)
 	for i in $(seq 300); do
@@ -166,7 +169,7 @@ mkdir -p "$work"/{manifests,cdi,conf.d,kubelet/device-plugins,log/pods,log/conta
 cgroup_root=/gpuctk-e2e-$$
 esc() { printf '%s' "$1" | sed 's/[&|\\]/\\&/g'; }
 sed "s|@WORK@|$(esc "$work")|g; s|@CGROUP_ROOT@|$cgroup_root|g" "$here/kubelet-config.yaml.in" >"$work/kubelet.yaml"
-sed "s|@WORK@|$(esc "$work")|g" "$here/containerd-config.toml.in" >"$work/containerd.toml"
+sed "s|@WORK@|$(esc "$work")|g" "${CONTAINERD_CONFIG:-$here/containerd-config.toml.in}" >"$work/containerd.toml"
 
 # Host side: the two mount points and the cgroup. Runs may overlap (the
 # namespaces keep them apart), and rmdir of a mount point in use in another
