@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -116,8 +117,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 		return fmt.Errorf("kubelet dir %s: %w", p.kubeletDir, err)
 	}
 	if p.configPath != "" {
-		// The folder, not the file: editors and ConfigMaps replace it.
-		if err := w.Add(filepath.Dir(p.configPath)); err != nil {
+		// The folder, not the file: editors and ConfigMaps replace it. A
+		// node with no config folder runs on the defaults.
+		dir := filepath.Dir(p.configPath)
+		if err := w.Add(dir); errors.Is(err, fs.ErrNotExist) {
+			p.log.Info("no config folder: changes will not be seen until a restart", "folder", dir)
+		} else if err != nil {
 			return fmt.Errorf("config folder of %s: %w", p.configPath, err)
 		}
 	}

@@ -397,3 +397,33 @@ func benchCall(b *testing.B, alloc bool) {
 		}
 	}
 }
+
+// TestPlugin_NoConfigFolder: a node without /etc/gpuctk runs on the defaults.
+func TestPlugin_NoConfigFolder(t *testing.T) {
+	dir := t.TempDir()
+	k := startKubelet(t, dir)
+	missing := filepath.Join(t.TempDir(), "absent", "config.toml")
+	load := func() (*State, error) {
+		cfg, err := config.Load(missing, false)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := inventory.LoadProfile("l40s")
+		h, _ := p.Host()
+		set, err := offer.Resolve(h, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return NewState(cfg, set, []byte("spec"), "nvidia.com/gpu", true)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- New(load, WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(missing), WithLogger(quiet)).Run(ctx)
+	}()
+	waitFor(t, "a registration", func() bool { return len(k.registered()) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
