@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/gpuctk/gpuctk/cdi"
@@ -426,4 +427,50 @@ func TestPlugin_NoConfigFolder(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkListAndWatch sends the devices of dgx-h100-mig with every MIG
+// device shared 8 ways, over the socket; it reports the message size.
+func BenchmarkListAndWatch(b *testing.B) {
+	cfgPath := filepath.Join(b.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte("[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 8\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := loader("dgx-h100-mig", cfgPath)()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &st.Resources[0]
+	for i := range st.Resources {
+		if len(st.Resources[i].Devices) > len(r.Devices) {
+			r = &st.Resources[i]
+		}
+	}
+	s := newServer(b.TempDir(), st, r, quiet)
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.stop()
+	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewDevicePluginClient(conn)
+	var size int
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := c.ListAndWatch(ctx, &pb.Empty{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := stream.Recv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = proto.Size(m)
+		cancel()
+	}
+	b.ReportMetric(float64(size), "bytes/msg")
+	b.ReportMetric(float64(len(r.Devices)), "devices")
 }
