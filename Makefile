@@ -28,17 +28,18 @@ include $(wildcard mk/*.mk)
 .PHONY: all build man spec test fuzz bench deps lint clean
 all: build
 
-build: $(BIN)/gpuctk $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
+build: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
 
 # gpuctk's man page and shell completions, written by gpuctk itself.
 man: $(BIN)/gpuctk
 	$(BIN)/gpuctk man > $(BIN)/gpuctk.8
 	$(BIN)/gpuctk completion bash > $(BIN)/gpuctk.bash
 
-# The hook and the runtime are static and free of cgo: they run on every
-# container start and must not load NVML.
-$(BIN)/gpuctk: FORCE
-	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk
+# gpuctk and the device plugin load NVML with dlopen (cgo). The hook and
+# the runtime are static and free of cgo: they run on every container
+# start and must not load NVML.
+$(BIN)/gpuctk $(BIN)/gpuctk-device-plugin: FORCE
+	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
 $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
 

@@ -13,7 +13,8 @@ import (
 
 // TestDocumentedConfigs generates a spec with every config a user is shown
 // (each ```toml block of the README, and the packaged config.toml with
-// every setting uncommented) on every embedded profile: an example that
+// every setting uncommented) on every embedded profile, and maps it to
+// the device plugin's resources: an example that
 // fails anywhere is a broken promise.
 func TestDocumentedConfigs(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
@@ -53,6 +54,10 @@ func TestDocumentedConfigs(t *testing.T) {
 			}
 			if _, _, err := ForConfig(cfg).Generate(set, driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor)); err != nil {
 				t.Errorf("%s on %s: %v", name, profile, err)
+			}
+			// The device plugin's resources too.
+			if _, err := offer.Resources(set, cfg.Kubernetes); err != nil {
+				t.Errorf("%s on %s (device plugin): %v", name, profile, err)
 			}
 		}
 	}

@@ -7,15 +7,9 @@
 IMAGE_VERSION ?= $(shell echo '$(VERSION)' | tr -c 'A-Za-z0-9_.\n-' '_')
 IMAGE_NAME    ?= docker.io/gpuctk/gpuctk:$(IMAGE_VERSION)
 IMAGE_ARCHIVE ?= dist/gpuctk-image.tar
-# The device plugin joins the image once its command exists.
-IMAGE_BINS    ?= gpuctk gpuctk-hook gpuctk-runtime $(if $(wildcard cmd/gpuctk-device-plugin),gpuctk-device-plugin)
+IMAGE_BINS    ?= gpuctk gpuctk-hook gpuctk-runtime gpuctk-device-plugin
 
 .PHONY: image
 image: $(addprefix $(BIN)/,$(IMAGE_BINS))
 	$(GO) run ./tools/ociimage -o $(IMAGE_ARCHIVE) -name $(IMAGE_NAME) -arch $$($(GO) env GOARCH) $^
 	@echo "wrote $(IMAGE_ARCHIVE) ($(IMAGE_NAME)): podman load -i $(IMAGE_ARCHIVE), or ctr -n k8s.io images import $(IMAGE_ARCHIVE)"
-
-ifneq ($(wildcard cmd/gpuctk-device-plugin),)
-$(BIN)/gpuctk-device-plugin: FORCE
-	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/gpuctk-device-plugin
-endif

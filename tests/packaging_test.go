@@ -26,15 +26,17 @@ const (
 // debOnly are the Debian-specific ones.
 var (
 	packagedFiles = map[string]string{
-		"/usr/bin/gpuctk":                                    "-rwxr-xr-x",
-		"/usr/bin/gpuctk-hook":                               "-rwxr-xr-x",
-		"/usr/bin/gpuctk-runtime":                            "-rwxr-xr-x",
-		"/etc/gpuctk/config.toml":                            "-rw-r--r--",
-		"/usr/lib/systemd/system/gpuctk-cdi-refresh.service": "-rw-r--r--",
-		"/usr/lib/systemd/system/gpuctk-cdi-refresh.path":    "-rw-r--r--",
-		"/usr/lib/systemd/system/gpuctk-mps.service":         "-rw-r--r--",
-		"/usr/lib/systemd/system/gpuctk-mig.service":         "-rw-r--r--",
-		"/usr/lib/udev/rules.d/90-gpuctk-cdi-refresh.rules":  "-rw-r--r--",
+		"/usr/bin/gpuctk":                                      "-rwxr-xr-x",
+		"/usr/bin/gpuctk-hook":                                 "-rwxr-xr-x",
+		"/usr/bin/gpuctk-runtime":                              "-rwxr-xr-x",
+		"/usr/bin/gpuctk-device-plugin":                        "-rwxr-xr-x",
+		"/etc/gpuctk/config.toml":                              "-rw-r--r--",
+		"/usr/lib/systemd/system/gpuctk-cdi-refresh.service":   "-rw-r--r--",
+		"/usr/lib/systemd/system/gpuctk-cdi-refresh.path":      "-rw-r--r--",
+		"/usr/lib/systemd/system/gpuctk-mps.service":           "-rw-r--r--",
+		"/usr/lib/systemd/system/gpuctk-mig.service":           "-rw-r--r--",
+		"/usr/lib/systemd/system/gpuctk-device-plugin.service": "-rw-r--r--",
+		"/usr/lib/udev/rules.d/90-gpuctk-cdi-refresh.rules":    "-rw-r--r--",
 	}
 	debOnly = map[string]string{
 		"/usr/share/doc/gpuctk/copyright":           "-rw-r--r--",
@@ -364,9 +366,10 @@ func checkDebLifecycle(t *testing.T, v1, v2 packages) {
 	}
 	checkEnabled(t, "gpuctk-mps.service", "disabled")
 	checkEnabled(t, "gpuctk-mig.service", "disabled")
+	checkEnabled(t, "gpuctk-device-plugin.service", "disabled")
 	// systemd-analyze checks the units against this machine's systemd,
 	// including that their commands exist.
-	units := []string{"/usr/lib/systemd/system/gpuctk-cdi-refresh.service", "/usr/lib/systemd/system/gpuctk-cdi-refresh.path", "/usr/lib/systemd/system/gpuctk-mps.service", "/usr/lib/systemd/system/gpuctk-mig.service"}
+	units := []string{"/usr/lib/systemd/system/gpuctk-cdi-refresh.service", "/usr/lib/systemd/system/gpuctk-cdi-refresh.path", "/usr/lib/systemd/system/gpuctk-mps.service", "/usr/lib/systemd/system/gpuctk-mig.service", "/usr/lib/systemd/system/gpuctk-device-plugin.service"}
 	if out, err := exec.Command("systemd-analyze", append([]string{"verify", "--man=no"}, units...)...).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) != 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}

@@ -79,11 +79,7 @@ func generate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	spec, sum, err := cdi.ForConfig(cfg).Generate(set, files)
-	if err != nil {
-		return err
-	}
-	data, err := cdi.Marshal(spec, format)
+	data, kind, sum, err := cdi.Build(set, files, cfg, format)
 	if err != nil {
 		return err
 	}
@@ -92,13 +88,13 @@ func generate(c *cli.Context) error {
 		if _, err := c.App.Writer.Write(data); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s spec: %s\n", spec.Kind, sum)
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s spec: %s\n", kind, sum)
 		return nil
 	}
 	if err := cdi.WriteSpec(out, data); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", spec.Kind, out, sum)
+	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
 	return nil
 }
 

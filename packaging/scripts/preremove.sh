@@ -10,7 +10,7 @@ remove | 0) ;;
 *) exit 0 ;;
 esac
 
-units="gpuctk-cdi-refresh.path gpuctk-cdi-refresh.service gpuctk-mps.service gpuctk-mig.service"
+units="gpuctk-cdi-refresh.path gpuctk-cdi-refresh.service gpuctk-mps.service gpuctk-mig.service gpuctk-device-plugin.service"
 if [ -d /run/systemd/system ]; then
 	# shellcheck disable=SC2086 # one word per unit
 	systemctl stop $units || true

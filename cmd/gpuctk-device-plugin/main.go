@@ -1,0 +1,43 @@
+// Command gpuctk-device-plugin advertises a node's GPUs, MIG devices and
+// replicas to the kubelet and hands them to pods as CDI devices.
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/gpuctk/gpuctk/deviceplugin"
+	"github.com/gpuctk/gpuctk/internal/version"
+)
+
+func main() {
+	app := &cli.App{
+		Name:    "gpuctk-device-plugin",
+		Usage:   "Kubernetes device plugin for NVIDIA GPUs through CDI",
+		Version: version.Version,
+		Flags:   flags(),
+		Action:  run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "gpuctk-device-plugin:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c *cli.Context) error {
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c) },
+		deviceplugin.WithKubeletDir(c.String("kubelet-dir")),
+		deviceplugin.WithCDIDir(c.String("cdi-dir")),
+		deviceplugin.WithConfigPath(c.String("config")),
+		deviceplugin.WithHealthInterval(c.Duration("health-interval")),
+		deviceplugin.WithLogger(log))
+	return p.Run(ctx)
+}

@@ -1,0 +1,284 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/gpuctk/gpuctk/cdi"
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// State is one resolution of the host under the configuration: the spec
+// the plugin writes and the resources it advertises from it.
+type State struct {
+	Spec       []byte
+	Kind       string
+	Resources  []offer.Resource
+	Kubernetes config.Kubernetes
+	// DevRoot is where the device nodes are; Simulated hosts are healthy.
+	DevRoot   string
+	Simulated bool
+	// Notes are what the operator should know of the resolution, logged
+	// when it is applied.
+	Notes []string
+}
+
+// Loader reads the configuration and the host and resolves them.
+type Loader func() (*State, error)
+
+// NewState resolves set under cfg into a State; files are the host's driver files.
+func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, simulated bool) (*State, error) {
+	rs, err := offer.Resources(set, cfg.Kubernetes)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
+		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
+	if cfg.Kubernetes.MIGStrategy == config.MIGNone {
+		// The spec has no whole-GPU entry for a GPU in MIG mode, so it
+		// cannot be handed out whole: say so rather than hide it.
+		for _, g := range set.Host.GPUs {
+			if g.MIGEnabled {
+				st.Notes = append(st.Notes, fmt.Sprintf(`GPU %d is in MIG mode: not advertised under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise its MIG devices`, g.Index))
+			}
+		}
+	}
+	return st, nil
+}
+
+// Plugin runs one server per resource and keeps them registered.
+type Plugin struct {
+	load       Loader
+	kubeletDir string
+	cdiDir     string
+	configPath string
+	health     time.Duration
+	log        *slog.Logger
+
+	state   *State
+	servers map[string]*server
+}
+
+// Option configures a Plugin.
+type Option func(*Plugin)
+
+// WithKubeletDir sets the folder of kubelet.sock and the plugin's sockets.
+func WithKubeletDir(dir string) Option { return func(p *Plugin) { p.kubeletDir = dir } }
+
+// WithCDIDir sets the folder the spec is written to.
+func WithCDIDir(dir string) Option { return func(p *Plugin) { p.cdiDir = dir } }
+
+// WithConfigPath sets the configuration file whose changes reload the plugin.
+func WithConfigPath(path string) Option { return func(p *Plugin) { p.configPath = path } }
+
+// WithHealthInterval sets how often devices are checked.
+func WithHealthInterval(d time.Duration) Option { return func(p *Plugin) { p.health = d } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(p *Plugin) { p.log = l } }
+
+// New returns a Plugin that resolves what to advertise with load.
+func New(load Loader, opts ...Option) *Plugin {
+	p := &Plugin{
+		load: load, kubeletDir: "/var/lib/kubelet/device-plugins", cdiDir: "/var/run/cdi",
+		health: 10 * time.Second, log: slog.Default(), servers: map[string]*server{},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func (p *Plugin) kubeletSock() string { return filepath.Join(p.kubeletDir, "kubelet.sock") }
+
+// Run advertises the host until ctx ends. A bad configuration or host at
+// start is an error; later, a bad reload keeps the last good state.
+func (p *Plugin) Run(ctx context.Context) error {
+	st, err := p.load()
+	if err != nil {
+		return err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching files: %w", err)
+	}
+	defer w.Close()
+	if err := w.Add(p.kubeletDir); err != nil {
+		return fmt.Errorf("kubelet dir %s: %w", p.kubeletDir, err)
+	}
+	if p.configPath != "" {
+		// The folder, not the file: editors and ConfigMaps replace it. A
+		// node with no config folder runs on the defaults.
+		dir := filepath.Dir(p.configPath)
+		if err := w.Add(dir); errors.Is(err, fs.ErrNotExist) {
+			p.log.Info("no config folder: changes will not be seen until a restart", "folder", dir)
+		} else if err != nil {
+			return fmt.Errorf("config folder of %s: %w", p.configPath, err)
+		}
+	}
+	defer p.stopAll()
+	if err := p.apply(ctx, st); err != nil {
+		return err
+	}
+	tick := time.NewTicker(p.health)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-w.Errors:
+			p.log.Warn("file watch", "err", err)
+		case ev := <-w.Events:
+			switch {
+			case ev.Name == p.kubeletSock() && ev.Has(fsnotify.Create):
+				// A restarted kubelet forgets every plugin and clears
+				// the folder: serve again and register again.
+				p.log.Info("kubelet restarted: registering again")
+				p.stopAll()
+				if err := p.apply(ctx, p.state); err != nil {
+					p.log.Error("registering again", "err", err)
+				}
+			case p.configPath != "" && filepath.Clean(ev.Name) == filepath.Clean(p.configPath) &&
+				ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename):
+				p.reload(ctx)
+			}
+		case <-tick.C:
+			p.checkHealth()
+		}
+	}
+}
+
+// reload builds a new state and swaps it in whole, or keeps the old one.
+func (p *Plugin) reload(ctx context.Context) {
+	st, err := p.load()
+	if err != nil {
+		p.log.Error("config reload failed: keeping the last good state", "err", err)
+		return
+	}
+	if err := p.apply(ctx, st); err != nil {
+		p.log.Error("config reload", "err", err)
+		return
+	}
+	p.log.Info("config reloaded", "resources", len(st.Resources))
+}
+
+// apply writes st's spec, then serves and registers its resources:
+// servers of resources still there get the new devices, new resources
+// get a server, and gone ones are stopped.
+func (p *Plugin) apply(ctx context.Context, st *State) error {
+	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
+	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
+		return fmt.Errorf("CDI spec %s: %w", spec, err)
+	}
+	p.state = st
+	for _, n := range st.Notes {
+		p.log.Warn(n)
+	}
+	unhealthy := p.unhealthy(st)
+	keep := map[string]bool{}
+	var errs []error
+	for i := range st.Resources {
+		r := &st.Resources[i]
+		keep[r.Name] = true
+		if s := p.servers[r.Name]; s != nil {
+			s.update(st, r, unhealthy)
+			continue
+		}
+		s := newServer(p.kubeletDir, st, r, p.log)
+		s.unhealthy = unhealthy
+		if err := s.start(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.servers[r.Name] = s
+		if err := s.register(ctx, p.kubeletSock()); err != nil {
+			// The kubelet may not be up yet: its socket's creation
+			// registers every server again.
+			p.log.Warn("not registered yet", "err", err)
+			continue
+		}
+		p.log.Info("registered", "resource", r.Name, "devices", len(r.Devices), "socket", s.socket)
+	}
+	for name, s := range p.servers {
+		if !keep[name] {
+			s.stop()
+			delete(p.servers, name)
+			p.log.Info("resource no longer offered", "resource", name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Plugin) stopAll() {
+	for name, s := range p.servers {
+		s.stop()
+		delete(p.servers, name)
+	}
+}
+
+// checkHealth sends the servers the devices' health when it changed.
+func (p *Plugin) checkHealth() {
+	unhealthy := p.unhealthy(p.state)
+	for i := range p.state.Resources {
+		r := &p.state.Resources[i]
+		s := p.servers[r.Name]
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		same := len(s.unhealthy) == len(unhealthy)
+		for id := range s.unhealthy {
+			same = same && unhealthy[id]
+		}
+		s.mu.Unlock()
+		if !same {
+			p.log.Warn("device health changed", "resource", r.Name, "unhealthy", len(unhealthy))
+			s.update(p.state, r, unhealthy)
+		}
+	}
+}
+
+// unhealthy returns the IDs of devices whose node is gone or whose MPS
+// daemon does not answer; under simulation every device is healthy.
+func (p *Plugin) unhealthy(st *State) map[string]bool {
+	out := map[string]bool{}
+	if st.Simulated {
+		return out
+	}
+	for _, r := range st.Resources {
+		for _, d := range r.Devices {
+			if err := deviceHealth(st.DevRoot, d); err != nil {
+				out[d.Name()] = true
+			}
+		}
+	}
+	return out
+}
+
+// deviceHealth checks what a container of the device needs on the host:
+// its GPU's node, and for MPS a daemon accepting connections (as the
+// hook's mps-check does: a socket file alone proves nothing).
+func deviceHealth(devRoot string, d offer.Device) error {
+	node := filepath.Join(devRoot, "dev", fmt.Sprintf("nvidia%d", d.GPU.Minor))
+	if _, err := os.Stat(node); err != nil {
+		return fmt.Errorf("%s: %w", d.Device, err)
+	}
+	if d.Share != nil && d.Share.IsMPS() {
+		c, err := net.DialTimeout("unix", d.Share.ControlSocket(), time.Second)
+		if err != nil {
+			return fmt.Errorf("%s: MPS daemon: %w", d.Device, err)
+		}
+		return c.Close()
+	}
+	return nil
+}

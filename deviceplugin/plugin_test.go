@@ -1,0 +1,483 @@
+package deviceplugin
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpuctk/gpuctk/cdi"
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// kubelet is a registration server standing in for the kubelet's.
+type kubelet struct {
+	pb.UnimplementedRegistrationServer
+	mu   sync.Mutex
+	regs []*pb.RegisterRequest
+	srv  *grpc.Server
+}
+
+func (k *kubelet) Register(_ context.Context, r *pb.RegisterRequest) (*pb.Empty, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.regs = append(k.regs, r)
+	return &pb.Empty{}, nil
+}
+
+func (k *kubelet) registered() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, r := range k.regs {
+		out = append(out, r.ResourceName+" "+r.Endpoint)
+	}
+	return out
+}
+
+func startKubelet(t *testing.T, dir string) *kubelet {
+	t.Helper()
+	l, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kubelet{srv: grpc.NewServer()}
+	pb.RegisterRegistrationServer(k.srv, k)
+	go k.srv.Serve(l)
+	t.Cleanup(k.srv.Stop)
+	return k
+}
+
+// loader resolves a simulated profile under the config file at path.
+func loader(profile, path string) Loader {
+	return func() (*State, error) {
+		cfg, err := config.Load(path, true)
+		if err != nil {
+			return nil, err
+		}
+		p, err := inventory.LoadProfile(profile)
+		if err != nil {
+			return nil, err
+		}
+		h, err := p.Host()
+		if err != nil {
+			return nil, err
+		}
+		set, err := offer.Resolve(h, cfg)
+		if err != nil {
+			return nil, err
+		}
+		spec, kind, _, err := cdi.Build(set, driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), cfg, "yaml")
+		if err != nil {
+			return nil, err
+		}
+		return NewState(cfg, set, spec, kind, true)
+	}
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func dial(t *testing.T, sock string) pb.DevicePluginClient {
+	t.Helper()
+	c, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return pb.NewDevicePluginClient(c)
+}
+
+const sharedConfig = `
+[kubernetes]
+mig-strategy = "mixed"
+rename-shared = true
+device-list-strategy = ["cdi-cri", "cdi-annotations", "envvar"]
+[[sharing]]
+devices = ["0"]
+strategy = "time-slicing"
+replicas = 2
+[[sharing]]
+devices = ["1"]
+strategy = "mps"
+replicas = 2
+resource = "nvidia.com/gpu-mps"
+`
+
+// TestPlugin runs the plugin against a stand-in kubelet: registration per
+// resource, ListAndWatch, Allocate, a config reload (good and bad) and a
+// kubelet restart.
+func TestPlugin(t *testing.T) {
+	dir, cdiDir := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	p := New(loader("dgx-a100", cfgPath), WithKubeletDir(dir), WithCDIDir(cdiDir), WithConfigPath(cfgPath), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if m, _ := filepath.Glob(filepath.Join(dir, "gpuctk-*")); len(m) != 0 {
+			t.Errorf("sockets left after shutdown: %v", m)
+		}
+	})
+	waitFor(t, "6 registrations", func() bool { return len(k.registered()) == 6 })
+	if got := strings.Join(k.registered(), "\n"); !strings.Contains(got, "nvidia.com/gpu.shared gpuctk-nvidia.com_gpu.shared.sock") {
+		t.Errorf("registrations:\n%s", got)
+	}
+
+	// The spec written is the one cdi generate writes.
+	want, err := loader("dgx-a100", cfgPath)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(cdiDir, "nvidia.yaml")); err != nil || string(got) != string(want.Spec) {
+		t.Errorf("spec in cdi dir differs from cdi.Build's (err %v)", err)
+	}
+
+	shared := dial(t, filepath.Join(dir, "gpuctk-nvidia.com_gpu.shared.sock"))
+	stream, err := shared.ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Errorf("ListAndWatch sent %v", got)
+	}
+	resp, err := shared.Allocate(ctx, &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0::1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.ContainerResponses[0]
+	if len(c.CdiDevices) != 1 || c.CdiDevices[0].Name != "nvidia.com/gpu=0::1" ||
+		c.Envs["NVIDIA_VISIBLE_DEVICES"] != "0::1" ||
+		c.Annotations["cdi.k8s.io/gpuctk_nvidia.com_gpu.shared"] != "nvidia.com/gpu=0::1" {
+		t.Errorf("Allocate answered %v", c)
+	}
+
+	for _, tc := range []struct{ sock, id, err string }{
+		{"gpuctk-nvidia.com_gpu.shared.sock", "0", `resource nvidia.com/gpu.shared: device "0" is not advertised`},
+		{"gpuctk-nvidia.com_gpu-mps.sock", "1::0,1::1", "resource nvidia.com/gpu-mps: 2 devices requested but config " + cfgPath + ": [[sharing]] entry 2 sets fail-requests-greater-than-one"},
+	} {
+		_, err := dial(t, filepath.Join(dir, tc.sock)).Allocate(ctx, &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: strings.Split(tc.id, ",")}}})
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("Allocate %s: %v, want %q", tc.id, err, tc.err)
+		}
+	}
+
+	// A good reload changes what ListAndWatch sends without a restart.
+	writeAtomic(t, cfgPath, strings.Replace(sharedConfig, "replicas = 2\n[[sharing]]", "replicas = 3\n[[sharing]]", 1))
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after reload ListAndWatch sent %v", got)
+	}
+	// A bad one keeps the last good state, spec included.
+	before, _ := os.ReadFile(filepath.Join(cdiDir, "nvidia.yaml"))
+	writeAtomic(t, cfgPath, strings.Replace(sharedConfig, "replicas = 2", "replicas = 1", 1))
+	time.Sleep(300 * time.Millisecond)
+	if after, _ := os.ReadFile(filepath.Join(cdiDir, "nvidia.yaml")); string(after) != string(before) {
+		t.Error("a bad reload changed the spec")
+	}
+	if _, err := shared.Allocate(ctx, &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0::2"}}}}); err != nil {
+		t.Errorf("after a bad reload: %v", err)
+	}
+
+	// A restarted kubelet (a new kubelet.sock) gets every resource again.
+	k.srv.Stop()
+	os.Remove(filepath.Join(dir, "kubelet.sock"))
+	k2 := startKubelet(t, dir)
+	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 6 })
+}
+
+func ids(t *testing.T, s pb.DevicePlugin_ListAndWatchClient) []string {
+	t.Helper()
+	r, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range r.Devices {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func writeAtomic(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlugin_BadConfigAtStart(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte("[[sharing]]\ndevices = [\"12\"]\nstrategy = \"mps\"\nreplicas = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := New(loader("dgx-a100", cfgPath), WithKubeletDir(t.TempDir()), WithCDIDir(t.TempDir()), WithLogger(quiet)).Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), cfgPath+`: [[sharing]] entry 1: selector "12" matches no device`) {
+		t.Fatalf("Run: %v", err)
+	}
+}
+
+func TestPreferred(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+[kubernetes]
+rename-shared = true
+[[sharing]]
+devices = ["0", "1", "2"]
+strategy = "time-slicing"
+replicas = 3
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := inventory.LoadProfile("l40s")
+	h, _ := p.Host()
+	set, err := offer.Resolve(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := offer.Resources(set, cfg.Kubernetes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rs[0] // nvidia.com/gpu: GPU 3 whole; replicas mix, so look up by name
+	for i := range rs {
+		if rs[i].Shared {
+			r = &rs[i]
+		}
+	}
+	all := []string{"0::0", "0::1", "0::2", "1::0", "1::1", "1::2", "2::0", "2::1", "2::2"}
+	for _, tc := range []struct {
+		name, policy          string
+		available, must, want []string
+		size                  int
+	}{
+		{"distributed spreads", config.Distributed, all, nil, []string{"0::0", "1::0", "2::0"}, 3},
+		{"packed fills one", config.Packed, all, nil, []string{"0::0", "0::1", "0::2", "1::0"}, 4},
+		{"distributed avoids used", config.Distributed, []string{"0::1", "0::2", "1::2", "2::0", "2::1", "2::2"}, nil, []string{"2::0", "0::1"}, 2},
+		{"packed prefers used", config.Packed, []string{"0::2", "1::0", "1::1", "1::2"}, nil, []string{"0::2", "1::0"}, 2},
+		{"must-include kept", config.Distributed, all, []string{"1::2"}, []string{"1::2", "0::0"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := preferred(r, tc.policy, tc.available, tc.must, tc.size); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHealth: a device whose node disappears is sent Unhealthy, and
+// Healthy again when it is back.
+func TestHealth(t *testing.T) {
+	dir, devRoot := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
+	for i := range 4 {
+		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
+	}
+	load := func() (*State, error) {
+		st, err := loader("l40s", cfgPath)()
+		if err == nil {
+			st.Simulated, st.DevRoot = false, devRoot
+		}
+		return st, err
+	}
+	startKubelet(t, dir)
+	p := New(load, WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithHealthInterval(20*time.Millisecond), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	stream, err := dial(t, sock).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := func() string {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range r.Devices {
+			out = append(out, d.ID+"="+d.Health)
+		}
+		return strings.Join(out, " ")
+	}
+	if got := health(); got != "0=Healthy 1=Healthy 2=Healthy 3=Healthy" {
+		t.Fatalf("at start: %s", got)
+	}
+	os.Remove(filepath.Join(devRoot, "dev/nvidia2"))
+	if got := health(); got != "0=Healthy 1=Healthy 2=Unhealthy 3=Healthy" {
+		t.Errorf("node gone: %s", got)
+	}
+	os.WriteFile(filepath.Join(devRoot, "dev/nvidia2"), nil, 0o644)
+	if got := health(); got != "0=Healthy 1=Healthy 2=Healthy 3=Healthy" {
+		t.Errorf("node back: %s", got)
+	}
+}
+
+// BenchmarkAllocate measures an Allocate of one replica over the plugin's
+// socket; BenchmarkRoundTrip a bare call on the same socket beside it.
+func BenchmarkAllocate(b *testing.B)  { benchCall(b, true) }
+func BenchmarkRoundTrip(b *testing.B) { benchCall(b, false) }
+
+func benchCall(b *testing.B, alloc bool) {
+	dir := b.TempDir()
+	cfgPath := filepath.Join(b.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedConfig), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := loader("dgx-a100", cfgPath)()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r *offer.Resource
+	for i := range st.Resources {
+		if st.Resources[i].Name == "nvidia.com/gpu.shared" {
+			r = &st.Resources[i]
+		}
+	}
+	s := newServer(dir, st, r, quiet)
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.stop()
+	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewDevicePluginClient(conn)
+	req := &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0::1"}}}}
+	ctx := context.Background()
+	var took []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if alloc {
+			_, err = c.Allocate(ctx, req)
+		} else {
+			_, err = c.GetDevicePluginOptions(ctx, &pb.Empty{})
+		}
+		took = append(took, time.Since(t0))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+}
+
+// TestPlugin_NoConfigFolder: a node without /etc/gpuctk runs on the defaults.
+func TestPlugin_NoConfigFolder(t *testing.T) {
+	dir := t.TempDir()
+	k := startKubelet(t, dir)
+	missing := filepath.Join(t.TempDir(), "absent", "config.toml")
+	load := func() (*State, error) {
+		cfg, err := config.Load(missing, false)
+		if err != nil {
+			return nil, err
+		}
+		p, _ := inventory.LoadProfile("l40s")
+		h, _ := p.Host()
+		set, err := offer.Resolve(h, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return NewState(cfg, set, []byte("spec"), "nvidia.com/gpu", true)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() {
+		done <- New(load, WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(missing), WithLogger(quiet)).Run(ctx)
+	}()
+	waitFor(t, "a registration", func() bool { return len(k.registered()) == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkListAndWatch sends the devices of dgx-h100-mig with every MIG
+// device shared 8 ways, over the socket; it reports the message size.
+func BenchmarkListAndWatch(b *testing.B) {
+	cfgPath := filepath.Join(b.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte("[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 8\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := loader("dgx-h100-mig", cfgPath)()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &st.Resources[0]
+	for i := range st.Resources {
+		if len(st.Resources[i].Devices) > len(r.Devices) {
+			r = &st.Resources[i]
+		}
+	}
+	s := newServer(b.TempDir(), st, r, quiet)
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.stop()
+	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	c := pb.NewDevicePluginClient(conn)
+	var size int
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		stream, err := c.ListAndWatch(ctx, &pb.Empty{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m, err := stream.Recv()
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = proto.Size(m)
+		cancel()
+	}
+	b.ReportMetric(float64(size), "bytes/msg")
+	b.ReportMetric(float64(len(r.Devices)), "devices")
+}
