@@ -197,18 +197,19 @@ func TestSummaryAndNames(t *testing.T) {
 	_, data, sum := generateFor(t, "dgx-a100")
 	// GPU 1 and the four 2g.10gb instances (three on GPU 5, one on GPU 7)
 	// are shared 3 ways, mig-0 through MPS 2 ways.
-	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 11*3 + 4*3*3 + 2*3 + 1}) {
+	// GPUs 4-7, in MIG mode, are offered whole too (two names each).
+	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 4*2 + 11*3 + 4*3*3 + 2*3 + 1}) {
 		t.Errorf("summary = %+v", sum)
 	}
 	s := string(data)
-	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "mig-0::1"`, `name: "0"`, `name: "all"`} {
+	for _, want := range []string{`name: "1::2"`, `name: "mig-7::0"`, `name: "5:0::1"`, `name: "mig-0::1"`, `name: "0"`, `name: "4"`, `name: "all"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("spec has no %q", want)
 		}
 	}
-	for _, absent := range []string{`name: "1"` + "\n", `name: "mig-7"` + "\n", `name: "4"` + "\n"} {
+	for _, absent := range []string{`name: "1"` + "\n", `name: "mig-7"` + "\n"} {
 		if strings.Contains(s, absent) {
-			t.Errorf("spec has %q: a shared or MIG-mode GPU is offered whole", absent)
+			t.Errorf("spec has %q: a shared device is offered whole", absent)
 		}
 	}
 }
@@ -225,10 +226,10 @@ func TestReplicaNames(t *testing.T) {
 		names  func(inventory.Device) []string
 		count  int
 	}{
-		{"default", nil, func(d inventory.Device) []string { return []string{d.Name()} }, 56*8 + 1},
-		{"index", []string{"index"}, func(d inventory.Device) []string { return []string{d.Name()} }, 56*8 + 1},
-		{"uuid", []string{"uuid"}, func(d inventory.Device) []string { return []string{d.UUID()} }, 56*8 + 1},
-		{"all three in any order", []string{"uuid", "gpu:mig", "index", "uuid"}, inventory.Device.Names, 56*8*3 + 1},
+		{"default", nil, func(d inventory.Device) []string { return []string{d.Name()} }, 8*2 + 56*8 + 1},
+		{"index", []string{"index"}, func(d inventory.Device) []string { return []string{d.Name()} }, 8*2 + 56*8 + 1},
+		{"uuid", []string{"uuid"}, func(d inventory.Device) []string { return []string{d.UUID()} }, 8*2 + 56*8 + 1},
+		{"all three in any order", []string{"uuid", "gpu:mig", "index", "uuid"}, inventory.Device.Names, 8*2 + 56*8*3 + 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := config.Parse([]byte(sharingConfigs["dgx-h100-mig"]))
@@ -248,6 +249,11 @@ func TestReplicaNames(t *testing.T) {
 			}
 			var want, got []string
 			for _, d := range h.Devices() {
+				// Each GPU, in MIG mode, whole (by its default names)
+				// before its MIG devices' replicas.
+				if d.MIG.Index == d.GPU.MIG[0].Index {
+					want = append(want, strconv.Itoa(d.GPU.Index), d.GPU.UUID)
+				}
 				for k := range 8 {
 					for _, n := range tc.names(d) {
 						want = append(want, n+"::"+strconv.Itoa(k))

@@ -45,11 +45,11 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, simu
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
 	if cfg.Kubernetes.MIGStrategy == config.MIGNone {
-		// The spec has no whole-GPU entry for a GPU in MIG mode, so it
-		// cannot be handed out whole: say so rather than hide it.
+		// As NVIDIA's plugin does, a GPU in MIG mode goes out whole: its
+		// MIG devices are of no use to such a pod. Say so.
 		for _, g := range set.Host.GPUs {
 			if g.MIGEnabled {
-				st.Notes = append(st.Notes, fmt.Sprintf(`GPU %d is in MIG mode: not advertised under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise its MIG devices`, g.Index))
+				st.Notes = append(st.Notes, fmt.Sprintf(`GPU %d is in MIG mode: advertised whole as nvidia.com/gpu under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise its MIG devices`, g.Index))
 			}
 		}
 	}

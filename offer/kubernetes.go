@@ -108,10 +108,12 @@ func (r *Resource) check(d Device, strategy string) error {
 }
 
 // baseResource is the resource of a device offered whole; false when the
-// MIG strategy does not advertise it.
+// MIG strategy does not advertise it. A GPU in MIG mode is advertised
+// whole under "none" only (as NVIDIA's plugin does), its MIG devices
+// under "single" and "mixed" only.
 func baseResource(d Device, migStrategy string) (string, bool) {
 	if !d.IsMIG() {
-		return GPUResource, true
+		return GPUResource, !d.GPU.MIGEnabled || migStrategy == config.MIGNone
 	}
 	switch migStrategy {
 	case config.MIGSingle:
@@ -119,8 +121,6 @@ func baseResource(d Device, migStrategy string) (string, bool) {
 	case config.MIGMixed:
 		return "nvidia.com/mig-" + strings.ReplaceAll(d.MIG.Profile, "+", "."), true
 	}
-	// none: the GPU is advertised whole, which needs a whole-GPU entry
-	// for GPUs in MIG mode in the spec; the set has none.
 	return "", false
 }
 

@@ -16,7 +16,7 @@ func TestResources(t *testing.T) {
 		want                []string // "resource: id id ..."
 		err                 string
 	}{
-		{name: "none hides MIG devices", profile: "dgx-a100", want: []string{"nvidia.com/gpu: 0 1 2 3"}},
+		{name: "none advertises GPUs in MIG mode whole, not their MIG devices", profile: "dgx-a100", want: []string{"nvidia.com/gpu: 0 1 2 3 4 5 6 7"}},
 		{name: "mixed", profile: "dgx-a100", toml: "[kubernetes]\nmig-strategy = \"mixed\"\n", want: []string{
 			"nvidia.com/gpu: 0 1 2 3",
 			"nvidia.com/mig-1g.5gb: mig-0 mig-1 mig-2 mig-3 mig-4 mig-5 mig-6 mig-14 mig-15",
@@ -94,7 +94,7 @@ devices = ["1"]
 strategy = "time-slicing"
 replicas = 3
 resource = "nvidia.com/gpu-small"
-`, want: []string{"nvidia.com/gpu: 2 3", "nvidia.com/gpu-small: 0::0 0::1 1::0 1::1 1::2"}},
+`, want: []string{"nvidia.com/gpu: 2 3 4 5 6 7", "nvidia.com/gpu-small: 0::0 0::1 1::0 1::1 1::2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := config.Parse([]byte(tc.toml))

@@ -14,15 +14,16 @@ import (
 type Set struct {
 	Host *inventory.Host
 	// Devices are the CDI device entries in the spec's order: by
-	// physical device (GPU index, then MIG index); a shared device's
-	// replicas in replica order.
+	// physical device (GPU index, then MIG index, a GPU in MIG mode
+	// itself before its MIG devices); a shared device's replicas in
+	// replica order.
 	Devices []Device
 	// Shared are the shared physical devices, in the same order.
 	Shared []*Share
 }
 
-// Device is one CDI device entry: a whole GPU, a whole MIG device or one
-// replica of a shared device.
+// Device is one CDI device entry: a whole GPU (in MIG mode or not), a
+// whole MIG device or one replica of a shared device.
 type Device struct {
 	// Names are every name of the entry, the index-style one first:
 	// "0", "GPU-<uuid>"; "mig-3", "4:0", "MIG-<uuid>"; "0::1" (and, as
@@ -121,6 +122,18 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 	set := &Set{Host: host}
 	var errs []error
 	for _, d := range host.Devices() {
+		// A GPU in MIG mode is offered whole too, before its MIG
+		// devices, as NVIDIA's toolkit does: the device plugin's "none"
+		// MIG strategy hands it out as one nvidia.com/gpu. It cannot be
+		// shared (selectors name its MIG devices instead).
+		if d.MIG != nil && d.MIG.Index == d.GPU.MIG[0].Index {
+			g := inventory.Device{GPU: d.GPU, Ordinal: -1}
+			names := namesOf(g, cfg.CDI.DeviceNames, config.Default().CDI.DeviceNames)
+			if len(names) == 0 {
+				return nil, fmt.Errorf(`%s: [cdi] "device-names" %q gives %s no name: add "index", "uuid" or "type-index"`, where(cfg), cfg.CDI.DeviceNames, g)
+			}
+			set.Devices = append(set.Devices, Device{Names: names, Device: g})
+		}
 		i, shared := owner[d.UUID()]
 		if !shared {
 			names := namesOf(d, cfg.CDI.DeviceNames, config.Default().CDI.DeviceNames)

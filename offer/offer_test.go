@@ -190,7 +190,11 @@ func TestDeviceNames(t *testing.T) {
 	if got := set.Devices[0].Names; !reflect.DeepEqual(got, []string{"gpu0"}) {
 		t.Errorf("GPU 0: %v", got)
 	}
-	if got := set.Devices[4].Names; !reflect.DeepEqual(got, []string{"mig4:0"}) {
+	// GPU 4, in MIG mode, comes whole before its MIG devices.
+	if got := set.Devices[4].Names; !reflect.DeepEqual(got, []string{"gpu4"}) {
+		t.Errorf("GPU 4: %v", got)
+	}
+	if got := set.Devices[5].Names; !reflect.DeepEqual(got, []string{"mig4:0"}) {
 		t.Errorf("mig-0: %v", got)
 	}
 	cfg.CDI.DeviceNames = []string{"gpu:mig"}

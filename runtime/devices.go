@@ -33,7 +33,7 @@ type request struct {
 }
 
 // maxDevices bounds the distinct devices one container may ask for: the
-// largest host's spec, with every replica name, holds 1,345. Past it a
+// largest host's spec, with every replica name, holds 1,361. Past it a
 // request is refused before any of it is resolved, so a variable naming a
 // million devices costs one pass over its text.
 const maxDevices = 4096

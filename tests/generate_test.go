@@ -100,21 +100,21 @@ func TestGenerateMainJob(t *testing.T) {
 	if !strings.HasPrefix(string(out), "# Written by gpuctk.\n---\ncdiVersion: \"0.5.0\"\nkind: \"nvidia.com/gpu\"\n") {
 		t.Errorf("spec starts %q", string(out[:60]))
 	}
-	if got := strings.TrimSpace(stderr.String()); got != "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 57 device names" {
+	if got := strings.TrimSpace(stderr.String()); got != "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 65 device names" {
 		t.Errorf("summary = %q", got)
 	}
 	// The written spec lists back through gpuctk cdi list.
 	dir := t.TempDir()
 	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", writeConfig(t, ""), "--output", filepath.Join(dir, "nvidia.json"))
 	list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
-	if l := lines(list); len(l) != 58 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
+	if l := lines(list); len(l) != 66 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
 		t.Errorf("cdi list:\n%s", list)
 	}
 	// The same as JSON (--json is --format json) and as YAML.
 	for _, args := range [][]string{{"--format", "json"}, {"--json"}, {"--format", "yaml"}} {
 		out := run(t, bin("gpuctk"), append([]string{"cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, "")}, args...)...)
 		var got []map[string]string
-		if err := yaml.Unmarshal([]byte(out), &got); err != nil || len(got) != 57 || got[0]["name"] != "nvidia.com/gpu=0" || got[0]["spec"] != filepath.Join(dir, "nvidia.json") {
+		if err := yaml.Unmarshal([]byte(out), &got); err != nil || len(got) != 65 || got[0]["name"] != "nvidia.com/gpu=0" || got[0]["spec"] != filepath.Join(dir, "nvidia.json") {
 			t.Errorf("cdi list %v: %v\n%s", args, err, out)
 		}
 	}

@@ -358,7 +358,7 @@ func checkDebLifecycle(t *testing.T, v1, v2 packages) {
 	}
 	checkVersion(t, v1.version)
 	out := run(t, "/usr/bin/gpuctk", "cdi", "generate", "--simulate", "dgx-a100")
-	if !strings.Contains(out, `kind: "nvidia.com/gpu"`) || !strings.Contains(out, "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 57 device names") {
+	if !strings.Contains(out, `kind: "nvidia.com/gpu"`) || !strings.Contains(out, "gpuctk: nvidia.com/gpu spec: 8 GPUs, 16 MIG devices, 0 replicas, 65 device names") {
 		t.Errorf("installed gpuctk cdi generate --simulate dgx-a100:\n%.600s", out)
 	}
 	for _, u := range refreshUnits {

@@ -84,7 +84,7 @@ func TestDeviceNameStrategy(t *testing.T) {
 		env  string
 		want []string
 	}{
-		{[]string{"--device-name-strategy", "type-index"}, "", []string{"nvidia.com/gpu=all", "nvidia.com/gpu=gpu0", "nvidia.com/gpu=gpu3", "nvidia.com/gpu=mig4:0", "nvidia.com/gpu=mig7:3"}},
+		{[]string{"--device-name-strategy", "type-index"}, "", []string{"nvidia.com/gpu=all", "nvidia.com/gpu=gpu0", "nvidia.com/gpu=gpu3", "nvidia.com/gpu=gpu4", "nvidia.com/gpu=mig4:0", "nvidia.com/gpu=mig7:3"}},
 		{nil, "GPUCTK_DEVICE_NAME_STRATEGY=index", []string{"nvidia.com/gpu=0", "nvidia.com/gpu=3", "nvidia.com/gpu=all", "nvidia.com/gpu=mig-0", "nvidia.com/gpu=mig-15"}},
 	} {
 		dir := t.TempDir()
@@ -94,7 +94,7 @@ func TestDeviceNameStrategy(t *testing.T) {
 			t.Fatalf("%v: %s", err, out)
 		}
 		list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
-		if n := len(lines(list)) - 1; n != 4+16+1 {
+		if n := len(lines(list)) - 1; n != 8+16+1 {
 			t.Errorf("%v %s: %d names, want one per device and all:\n%s", tc.args, tc.env, n, list)
 		}
 		for _, w := range tc.want {
