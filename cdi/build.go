@@ -1,6 +1,11 @@
 package cdi
 
 import (
+	"path/filepath"
+	"strings"
+
+	"tags.cncf.io/container-device-interface/specs-go"
+
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/offer"
@@ -18,6 +23,23 @@ func Build(set *offer.Set, f *driver.Files, cfg *config.Config, format string) (
 	if err != nil {
 		return nil, "", sum, err
 	}
+	rebase(spec, cfg.CDI.DriverRoot, cfg.CDI.HostDriverRoot)
 	data, err := Marshal(spec, format)
 	return data, spec.Kind, sum, err
+}
+
+// rebase rewrites the host side of the driver's mounts from where gpuctk
+// sees the driver root (from) to where the host has it (to): gpuctk in a
+// container with the host's / at /driver-root writes a spec for the
+// host's runtime, which mounts /usr/lib/..., not /driver-root/usr/lib/....
+func rebase(spec *specs.Spec, from, to string) {
+	if to == "" || filepath.Clean(to) == filepath.Clean(from) {
+		return
+	}
+	from = filepath.Clean(from)
+	for _, m := range spec.ContainerEdits.Mounts {
+		if rel, err := filepath.Rel(from, m.HostPath); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			m.HostPath = filepath.Join(to, rel)
+		}
+	}
 }

@@ -466,3 +466,27 @@ func TestListConflicts(t *testing.T) {
 		t.Errorf("one spec: conflicts %v", conflicts)
 	}
 }
+
+// TestHostDriverRoot checks that a spec written by gpuctk seeing the host's
+// root at /driver-root names the host's paths in its mounts.
+func TestHostDriverRoot(t *testing.T) {
+	p, _ := inventory.LoadProfile("l40s")
+	h, _ := p.Host()
+	cfg := config.Default()
+	set, err := offer.Resolve(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := driver.Standard(p.DriverVersion, p.UVMMajor, p.CapsMajor)
+	for _, m := range f.Mounts {
+		m.HostPath = filepath.Join("/driver-root", m.HostPath)
+	}
+	cfg.CDI.DriverRoot, cfg.CDI.HostDriverRoot = "/driver-root", "/"
+	data, _, _, err := Build(set, f, cfg, "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), "/driver-root") || !strings.Contains(string(data), `hostPath: "/usr/bin/nvidia-smi"`) {
+		t.Errorf("spec mounts still name /driver-root, or not the host's paths:\n%s", data)
+	}
+}

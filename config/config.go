@@ -80,8 +80,13 @@ type CDI struct {
 	HookPath   string `toml:"hook-path"`
 	DriverRoot string `toml:"driver-root"`
 	// DevRoot is where /dev and /proc are; empty means the driver root.
-	DevRoot  string   `toml:"dev-root"`
-	SpecDirs []string `toml:"spec-dirs"`
+	DevRoot string `toml:"dev-root"`
+	// HostDriverRoot is where the host has the driver root when gpuctk
+	// sees it elsewhere (gpuctk in a container with the host's / at
+	// /driver-root): the spec's mounts name host paths. Empty means the
+	// driver root.
+	HostDriverRoot string   `toml:"host-driver-root"`
+	SpecDirs       []string `toml:"spec-dirs"`
 	// ReplicaNames are the styles of name (IndexNames, ...)
 	// each replica of a shared device gets; whole devices get all their
 	// names. Every name costs a runtime time to read at each container

@@ -11,12 +11,13 @@ import (
 // else the file, else the default: the file and its defaults are read
 // first, then Override applies what the command line was given.
 var overrides = map[string]func(c *Config, v string){
-	"driver-root": func(c *Config, v string) { c.CDI.DriverRoot = v },
-	"dev-root":    func(c *Config, v string) { c.CDI.DevRoot = v },
-	"hook-path":   func(c *Config, v string) { c.CDI.HookPath = v },
-	"vendor":      func(c *Config, v string) { c.CDI.Vendor = v },
-	"class":       func(c *Config, v string) { c.CDI.Class = v },
-	"spec-dir":    func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
+	"driver-root":      func(c *Config, v string) { c.CDI.DriverRoot = v },
+	"dev-root":         func(c *Config, v string) { c.CDI.DevRoot = v },
+	"host-driver-root": func(c *Config, v string) { c.CDI.HostDriverRoot = v },
+	"hook-path":        func(c *Config, v string) { c.CDI.HookPath = v },
+	"vendor":           func(c *Config, v string) { c.CDI.Vendor = v },
+	"class":            func(c *Config, v string) { c.CDI.Class = v },
+	"spec-dir":         func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
 	// nvidia-ctk's name for the flag.
 	"device-name-strategy": func(c *Config, v string) { c.CDI.DeviceNames = strings.Split(v, ",") },
 	"state-root":           func(c *Config, v string) { c.MPS.StateRoot = v },

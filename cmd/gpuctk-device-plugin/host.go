@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -10,8 +13,10 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/deviceplugin"
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
+	"github.com/gpuctk/gpuctk/labels"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -29,6 +34,9 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") or a profile file"},
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
+		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, for the spec's mounts when the plugin sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /)"},
+		&cli.StringFlag{Name: "labels-dir", EnvVars: envVar("labels-dir"), Usage: "also write the node's GPU labels as a Node Feature Discovery feature file in `DIR` (its features.d), at start and at every config change"},
+		&cli.StringFlag{Name: "hook-dir", EnvVars: envVar("hook-dir"), Usage: "copy the gpuctk-hook beside this binary into `DIR` (a host folder mounted at the same path) and have the spec call it there: for a node where gpuctk runs only from its image"},
 		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: envVar("health-interval"), Usage: "how often device nodes and MPS daemons are checked"},
 	}
 }
@@ -42,17 +50,20 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 		return nil, err
 	}
 	set := map[string]string{}
-	for _, name := range []string{"driver-root", "dev-root"} {
+	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
 		if c.IsSet(name) {
 			set[name] = c.String(name)
 		}
+	}
+	if dir := c.String("hook-dir"); dir != "" {
+		set["hook-path"] = filepath.Join(dir, "gpuctk-hook")
 	}
 	if len(set) > 0 {
 		if err := cfg.Override(set); err != nil {
 			return nil, err
 		}
 	}
-	h, p, err := loadInventory(c, cfg)
+	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
 	if err != nil {
 		return nil, err
 	}
@@ -70,28 +81,36 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 	if err != nil {
 		return nil, err
 	}
+	if dir := c.String("labels-dir"); dir != "" {
+		l, err := labels.For(offered, cfg.Kubernetes)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := l.Write(dir); err != nil {
+			return nil, err
+		}
+	}
 	return deviceplugin.NewState(cfg, offered, spec, kind, p != nil)
 }
 
-// loadInventory describes the host from --simulate (returning its profile
-// too) or, without it, from NVML found under the driver root.
-func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
-	if name := c.String("simulate"); name != "" {
-		p, err := inventory.LoadProfile(name)
-		if err != nil {
-			return nil, nil, err
-		}
-		h, err := p.Host()
-		return h, p, err
-	}
-	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+// installHook copies the gpuctk-hook that sits beside this binary (in the
+// image, /usr/bin) into dir, atomically: the spec the plugin writes is run
+// by the host's runtime, which needs the hook on the host.
+func installHook(dir string) error {
+	exe, err := os.Executable()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	src, err := nvmlhost.Open(lib)
+	src := filepath.Join(filepath.Dir(exe), "gpuctk-hook")
+	data, err := os.ReadFile(src)
 	if err != nil {
-		return nil, nil, err
+		return fmt.Errorf("--hook-dir: %w: the hook must be beside gpuctk-device-plugin", err)
 	}
-	h, err := src.Host()
-	return h, nil, err
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--hook-dir: %w", err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
+		return fmt.Errorf("--hook-dir: %w", err)
+	}
+	return nil
 }

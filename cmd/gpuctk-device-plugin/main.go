@@ -33,6 +33,12 @@ func run(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if dir := c.String("hook-dir"); dir != "" {
+		if err := installHook(dir); err != nil {
+			return err
+		}
+		log.Info("installed gpuctk-hook", "dir", dir)
+	}
 	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c) },
 		deviceplugin.WithKubeletDir(c.String("kubelet-dir")),
 		deviceplugin.WithCDIDir(c.String("cdi-dir")),

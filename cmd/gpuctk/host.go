@@ -30,6 +30,7 @@ func hostFlags() []cli.Flag {
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") or a profile file"},
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
+		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, when gpuctk sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /); the spec's mounts name the host's paths (default: config [cdi] host-driver-root, else the driver root)"},
 	}
 }
 
@@ -73,26 +74,15 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 // loadInventory describes the host from --simulate (returning its profile
 // too) or, without it, from NVML found under the driver root.
 func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
-	if name := c.String("simulate"); name != "" {
-		p, err := inventory.LoadProfile(name)
-		if err != nil {
-			return nil, nil, err
+	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	if err == nil {
+		if p != nil {
+			debugf(c, "host from the simulated profile %s", p.Name)
+		} else {
+			debugf(c, "host from NVML under %s", cfg.CDI.DriverRoot)
 		}
-		h, err := p.Host()
-		debugf(c, "host from the simulated profile %s", p.Name)
-		return h, p, err
 	}
-	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
-	if err != nil {
-		return nil, nil, err
-	}
-	debugf(c, "host from NVML: %s", lib)
-	src, err := nvmlhost.Open(lib)
-	if err != nil {
-		return nil, nil, err
-	}
-	h, err := src.Host()
-	return h, nil, err
+	return h, p, err
 }
 
 // loadFiles finds the host's driver files: under the driver root for a

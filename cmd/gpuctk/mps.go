@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os/signal"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -34,6 +36,13 @@ func mpsCommand() *cli.Command {
 				Usage:  "validate the MPS-shared devices and start a daemon for each that has none",
 				Flags:  mpsFlags(),
 				Action: mpsStart,
+			},
+			{
+				Name: "run",
+				Usage: "start the daemons as start does, stay in the foreground, and stop them on SIGTERM or SIGINT " +
+					"(for a container, such as deployments/kubernetes' MPS DaemonSet, or a Type=simple unit)",
+				Flags:  mpsFlags(),
+				Action: mpsRun,
 			},
 			{
 				Name:   "stop",
@@ -126,6 +135,21 @@ func mpsStart(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "no device is shared through MPS in the %s\n", configName(cfg))
 	}
 	return nil
+}
+
+// mpsRun is start, a wait for SIGTERM or SIGINT, then stop: what a
+// container's main process does, as it has no unit to run stop for it.
+func mpsRun(c *cli.Context) error {
+	// Taken before the daemons start: a signal during start still stops.
+	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	if err := mpsStart(c); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.App.ErrWriter, "gpuctk: MPS daemons running; SIGTERM or SIGINT stops them")
+	<-ctx.Done()
+	// Stopping gets its own time: the signal has ended ctx.
+	return mpsStop(c)
 }
 
 func mpsStop(c *cli.Context) error {

@@ -93,20 +93,27 @@ func TestManifests(t *testing.T) {
 		file    string
 		command []string
 		mounts  map[string]string // mount path -> host path ("" for the ConfigMap)
-		env     map[string]string
+		// propagation is the mount propagation a mount path needs.
+		propagation map[string]corev1.MountPropagationMode
+		env         map[string]string
 	}{
 		{
-			file:    "device-plugin.yaml",
-			command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--dev-root", "/"},
+			file: "device-plugin.yaml",
+			command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--host-driver-root", "/", "--dev-root", "/",
+				"--hook-dir", "/var/lib/gpuctk/bin", "--labels-dir", "/etc/kubernetes/node-feature-discovery/features.d"},
 			mounts: map[string]string{"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
-				"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
-			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
+				"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps",
+				// The hook's host folder at the same path, as the spec names it.
+				"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
+			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer},
+			env:         map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
 		},
 		{
-			file:    "mps/mps-daemon.yaml",
-			command: []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root", "--dev-root", "/"},
-			mounts:  map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
-			env:     map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
+			file:        "mps/mps-daemon.yaml",
+			command:     []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root"},
+			mounts:      map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
+			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional},
+			env:         map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -155,6 +162,9 @@ func TestManifests(t *testing.T) {
 					t.Errorf("%s: want the ConfigMap %s, got volume %+v", path, cm.Name, v)
 				case host != "" && (v.HostPath == nil || v.HostPath.Path != host):
 					t.Errorf("%s: want host path %s, got volume %+v", path, host, v)
+				}
+				if want, ok := tc.propagation[path]; ok && (m.MountPropagation == nil || *m.MountPropagation != want) {
+					t.Errorf("%s: mount propagation %v, want %s", path, m.MountPropagation, want)
 				}
 				if path == "/driver-root" && !m.ReadOnly {
 					t.Errorf("the driver root is mounted read-write")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -210,4 +211,29 @@ func cString(b []int8) string {
 		s = append(s, byte(c))
 	}
 	return string(s)
+}
+
+// Load describes the host the way every gpuctk command does: from the
+// simulated profile named by simulate (returning it too: its majors stand
+// in for the driver's files), or, when simulate is "", from the NVML
+// library found under driverRoot.
+func Load(simulate, driverRoot string) (*inventory.Host, *inventory.Profile, error) {
+	if simulate != "" {
+		p, err := inventory.LoadProfile(simulate)
+		if err != nil {
+			return nil, nil, err
+		}
+		h, err := p.Host()
+		return h, p, err
+	}
+	lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := Open(lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := src.Host()
+	return h, nil, err
 }

@@ -394,18 +394,20 @@ func start(t *testing.T, cmd *exec.Cmd, name string, log *syncBuffer) <-chan str
 
 // TestKubeletContainerd17: containerd 1.7 (CDI switched on) gets the
 // devices through cdi.k8s.io/ annotations.
+//
+// The plugin also runs as from its image: --hook-dir puts the hook it
+// carries where the spec calls it (the pod's hook runs from there), and
+// --labels-dir writes the node's labels as an NFD feature file.
 func TestKubeletContainerd17(t *testing.T) {
 	tools, bin := prepare(t)
 	driverRoot := fakeDriver(t, bin)
-	cfg := writeFile(t, fmt.Sprintf(`
-[cdi]
-hook-path = %q
-
+	cfg := writeFile(t, `
 [kubernetes]
 mig-strategy = "mixed"
 device-list-strategy = ["cdi-annotations"]
-`, filepath.Join(bin, "gpuctk-hook")))
-	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}
+`)
+	hookDir, labelsDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "features.d")
+	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot, "--hook-dir", hookDir, "--labels-dir", labelsDir}
 	n := startNode(t, tools, bin, host, []string{
 		"CONTAINERD=" + filepath.Join(tools, "containerd-1.7"),
 		"SHIM_PATH=" + filepath.Join(tools, "containerd-1.7-shim"),
@@ -422,5 +424,16 @@ device-list-strategy = ["cdi-annotations"]
 	}
 	if !slices.Equal(nodes, want) {
 		t.Errorf("containerd 1.7 pod sees %v, want %v", nodes, want)
+	}
+	spec, err := os.ReadFile(filepath.Join(n.work, "cdi", "nvidia.yaml"))
+	if err != nil || !strings.Contains(string(spec), `path: "`+filepath.Join(hookDir, "gpuctk-hook")+`"`) {
+		t.Errorf("the spec does not call the hook in --hook-dir (%v)", err)
+	}
+	if fi, err := os.Stat(filepath.Join(hookDir, "gpuctk-hook")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("hook in --hook-dir: %v", err)
+	}
+	labels, err := os.ReadFile(filepath.Join(labelsDir, "gpuctk"))
+	if err != nil || !strings.Contains(string(labels), "nvidia.com/mig.strategy=mixed\n") || !strings.Contains(string(labels), "nvidia.com/mig-1g.5gb.count=9\n") {
+		t.Errorf("labels file: %v\n%s", err, labels)
 	}
 }
