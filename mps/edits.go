@@ -2,6 +2,7 @@ package mps
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 
 	"tags.cncf.io/container-device-interface/specs-go"
@@ -39,4 +40,23 @@ func ReplicaEdits(hookPath string, d *offer.Share) specs.ContainerEdits {
 			Args:     []string{"gpuctk-hook", HookCommand, "--pipe-dir", pipe, "--uuid", d.UUID()},
 		}},
 	}
+}
+
+// MountPoints makes, where missing, the two host folders an MPS replica's
+// edits bind-mount (the daemon's pipe folder and its /dev/shm), empty and
+// owned by root. Whoever writes the spec calls it: on a fresh boot no
+// daemon has made them yet, and a missing mount source fails the container
+// in the low-level runtime ("stat …: no such file or directory") before
+// the spec's mps-check hook can refuse it with what to do. With the
+// folders there, the hook runs and names the daemon and `gpuctk mps
+// start`; `mps start` mounts each daemon's own tmpfs over them.
+func MountPoints(devs []*offer.Share) error {
+	for _, d := range devs {
+		for _, dir := range []string{d.PipeDir(), d.ShmDir()} {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("MPS device %s: %w", d, err)
+			}
+		}
+	}
+	return nil
 }

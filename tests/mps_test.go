@@ -431,3 +431,38 @@ func TestMPSGenerateRefusesBadSharing(t *testing.T) {
 		t.Errorf("the spec file changed: %q", data)
 	}
 }
+
+// TestMPSNeverStarted asks for an MPS replica on a fresh boot: no daemon
+// ever ran, so its folders were never made. The container is refused with
+// gpuctk's own line naming the daemon and `gpuctk mps start`, not the
+// low-level runtime's "stat ... no such file or directory" on a mount,
+// through CDI alone (podman) and through gpuctk-runtime alike.
+func TestMPSNeverStarted(t *testing.T) {
+	tmp, err := os.MkdirTemp("", "mps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
+	state := filepath.Join(tmp, "state") // never made by a daemon
+	h := newRuntimeHost(t, fmt.Sprintf("\n[mps]\nstate-root = %q\n\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n", state))
+	wrapper := filepath.Join(t.TempDir(), "gpuctk-runtime")
+	script := fmt.Sprintf("#!/bin/sh\nGPUCTK_CONFIG=%s exec %s \"$@\"\n", h.config, bin("gpuctk-runtime"))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"CDI", []string{"--device", h.vendor + "/gpu=0::1"}},
+		{"gpuctk-runtime", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0::1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := podman(t, h.rootfs, tc.flags, "true")
+			if err == nil || !strings.Contains(out, want) || strings.Contains(out, "no such file or directory") {
+				t.Errorf("podman: %v\n%s\nwant the container refused with %q", err, out, want)
+			}
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/labels"
+	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -79,6 +80,10 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 	}
 	spec, kind, _, err := cdi.Build(offered, files, cfg, "yaml")
 	if err != nil {
+		return nil, err
+	}
+	// The spec it writes is one runtimes use (see mps.MountPoints).
+	if err := mps.MountPoints(offered.MPS()); err != nil {
 		return nil, err
 	}
 	if dir := c.String("labels-dir"); dir != "" {

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuctk/gpuctk/cdi"
+	"github.com/gpuctk/gpuctk/mps"
 )
 
 func cdiCommand() *cli.Command {
@@ -92,6 +93,11 @@ func generate(c *cli.Context) error {
 		return nil
 	}
 	if err := cdi.WriteSpec(out, data); err != nil {
+		return err
+	}
+	// A spec on disk is one runtimes use: its MPS mounts must resolve
+	// even before the daemons start (see mps.MountPoints).
+	if err := mps.MountPoints(set.MPS()); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
