@@ -78,8 +78,9 @@ replicas = 2
 	out := run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
 		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
 	// By default a replica has its index name only: 2 + 2 replica names,
-	// 3 x 2 whole GPU names, 15 x 3 MIG device names and "all".
-	if want := "8 GPUs, 16 MIG devices, 4 replicas, 56 device names\n"; !strings.HasSuffix(out, want) {
+	// 3 x 2 whole GPU names, 4 x 2 names of GPUs in MIG mode (offered
+	// whole too), 15 x 3 MIG device names and "all".
+	if want := "8 GPUs, 16 MIG devices, 4 replicas, 64 device names\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("generate said %q, want it to end %q", out, want)
 	}
 	rootfs := busyboxRoot(t, true)

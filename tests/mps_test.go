@@ -343,9 +343,9 @@ shm-size = "64MiB"
 	spec := systemSpecPath(t, vendor)
 	out := run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--driver-root", driverRoot,
 		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", cfg)
-	// 4 x 2 + 2 x 3 replica names, 3 x 2 whole GPU names, 15 x 3 MIG
-	// device names and "all".
-	if want := "8 GPUs, 16 MIG devices, 6 replicas, 66 device names\n"; !strings.HasSuffix(out, want) {
+	// 4 x 2 + 2 x 3 replica names, 3 x 2 whole GPU names, 4 x 2 names of
+	// GPUs in MIG mode, 15 x 3 MIG device names and "all".
+	if want := "8 GPUs, 16 MIG devices, 6 replicas, 74 device names\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("generate said %q, want it to end %q", out, want)
 	}
 	rootfs := busyboxRoot(t, false)
