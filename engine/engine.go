@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 )
@@ -47,6 +48,9 @@ type Change struct {
 	// Backup is set when Path is a file of the user's to be rewritten
 	// (or written first: its backup is then empty).
 	Backup bool
+	// EmptyDir marks Path as a folder to remove if it is empty (one that
+	// configure may have made).
+	EmptyDir bool
 }
 
 // Plan returns the changes that configure (or, with uninstall, unconfigure)
@@ -71,6 +75,9 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 		changes, err = crio(o, uninstall)
 		note = "restart CRI-O to load it (systemctl restart crio)"
 	case "docker":
+		if o.DropIn != "" {
+			return nil, "", fmt.Errorf("docker reads no drop-in files: --drop-in is for containerd and CRI-O; docker's runtime goes in --config (default %s)", DockerConfig)
+		}
 		setDefault(&o.Config, DockerConfig)
 		changes, err = docker(o, uninstall)
 		note = "restart docker to load it (systemctl restart docker)"
@@ -86,7 +93,65 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 	if err != nil {
 		return nil, "", err
 	}
+	if uninstall {
+		if changes, err = cleanup(changes, o); err != nil {
+			return nil, "", err
+		}
+	}
 	return changes, note, nil
+}
+
+// cleanup adds to an uninstall what configure left besides its edits: the
+// backup of a file that the uninstall gives back exactly as it was (or
+// removes, having made it), and the folders it made, if empty.
+func cleanup(changes []Change, o Options) ([]Change, error) {
+	for _, path := range []string{o.Config, o.DropIn} {
+		if path == "" {
+			continue
+		}
+		bak, err := readFile(path + BackupSuffix)
+		if err != nil || bak == nil {
+			continue
+		}
+		final, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range changes {
+			if c.Path == path {
+				final = c.Data
+			}
+		}
+		if (final == nil && len(bak) == 0) || (final != nil && bytes.Equal(final, bak)) {
+			changes = append(changes, Change{Path: path + BackupSuffix})
+		}
+	}
+	for _, path := range []string{o.DropIn, o.Config} {
+		if dir := filepath.Dir(path); path != "" && wouldBeEmpty(dir, changes) {
+			changes = append(changes, Change{Path: dir, EmptyDir: true})
+		}
+	}
+	return changes, nil
+}
+
+// wouldBeEmpty reports whether dir exists and holds nothing once changes
+// are made.
+func wouldBeEmpty(dir string, changes []Change) bool {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		gone := false
+		for _, c := range changes {
+			gone = gone || (c.Path == p && c.Data == nil)
+		}
+		if !gone {
+			return false
+		}
+	}
+	return true
 }
 
 func setDefault(s *string, v string) {
@@ -100,7 +165,16 @@ func setDefault(s *string, v string) {
 // before the first change, and stays.
 func Apply(changes []Change) error {
 	for _, c := range changes {
-		if c.Backup {
+		if c.EmptyDir {
+			// A folder with anything in it is someone's: left alone.
+			if err := os.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+				return fmt.Errorf("remove %s: %w", c.Path, err)
+			}
+			continue
+		}
+		// A file removed is one gpuctk made and nobody changed (see
+		// Plan): nothing of the user's to keep.
+		if c.Backup && c.Data != nil {
 			if err := backup(c.Path); err != nil {
 				return fmt.Errorf("back up %s: %w", c.Path, err)
 			}

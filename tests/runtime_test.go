@@ -444,6 +444,21 @@ func TestRuntimeConfigure(t *testing.T) {
 	if got, _ := os.ReadFile(config); !bytes.Equal(got, original) {
 		t.Errorf("uninstall left the config as:\n%s", got)
 	}
+	// Undone, nothing of gpuctk's is left: no backup, no empty conf.d.
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "config.toml" {
+		t.Errorf("after uninstall the folder holds %v, want only config.toml", entries)
+	}
+	// On a host without containerd's config, configure makes the files and
+	// their folders; uninstall removes all of them.
+	fresh := filepath.Join(t.TempDir(), "etc", "containerd")
+	freshArgs := []string{"runtime", "configure", "--runtime", "containerd", "--config", filepath.Join(fresh, "config.toml"),
+		"--drop-in", filepath.Join(fresh, "conf.d", "99-gpuctk.toml"), "--runtime-path", "/usr/bin/gpuctk-runtime"}
+	run(t, bin("gpuctk"), freshArgs...)
+	run(t, bin("gpuctk"), append(freshArgs, "--uninstall")...)
+	if _, err := os.Stat(fresh); err == nil {
+		entries, _ := os.ReadDir(fresh)
+		t.Errorf("uninstall left %s holding %v", fresh, entries)
+	}
 
 	podman, err := exec.Command(bin("gpuctk"), "runtime", "configure", "--runtime", "podman").CombinedOutput()
 	if err != nil || !strings.Contains(string(podman), "podman needs no configuration") {
@@ -455,6 +470,7 @@ func TestRuntimeConfigure(t *testing.T) {
 	}{
 		{[]string{"--runtime", "cri-o"}, `--runtime "cri-o" is not known: use containerd, crio, docker or podman`},
 		{[]string{"--runtime", "docker", "--config", writeConfig(t, "{\"runtimes\": [")}, "docker config "},
+		{[]string{"--runtime", "docker", "--drop-in", "/etc/docker/daemon.d/gpuctk.json"}, "docker reads no drop-in files: --drop-in is for containerd and CRI-O"},
 	} {
 		out, err := exec.Command(bin("gpuctk"), append([]string{"runtime", "configure"}, tc.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Count(string(out), "\n") != 1 {

@@ -28,14 +28,14 @@ func runtimeCommand() *cli.Command {
 				"A file of yours that is rewritten is backed up with the suffix " + engine.BackupSuffix + ".\n" +
 				"Restart the engine afterwards.",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "runtime", Usage: "the engine to configure: " + fmt.Sprint(engine.Engines), Required: true},
-				&cli.StringFlag{Name: "runtime-name", Value: "nvidia", Usage: "the name of the runtime (class)"},
-				&cli.StringFlag{Name: "runtime-path", Usage: "gpuctk-runtime's path (default: beside gpuctk, else on PATH, else /usr/bin/gpuctk-runtime)"},
-				&cli.BoolFlag{Name: "set-as-default", Usage: "make the runtime the engine's default"},
-				&cli.StringFlag{Name: "config", Usage: "the engine's main config (default: " + engine.ContainerdConfig + ", " + engine.CrioConfig + ", " + engine.DockerConfig + ")"},
-				&cli.StringFlag{Name: "drop-in", Usage: "the drop-in to write (default: " + engine.ContainerdDropIn + ", " + engine.CrioDropIn + ")"},
-				&cli.BoolFlag{Name: "dry-run", Usage: "print the files that would change and change nothing"},
-				&cli.BoolFlag{Name: "uninstall", Usage: "remove what configure added"},
+				&cli.StringFlag{Name: "runtime", EnvVars: envVar("runtime"), Usage: "the engine to configure: " + fmt.Sprint(engine.Engines), Required: true},
+				&cli.StringFlag{Name: "runtime-name", EnvVars: envVar("runtime-name"), Value: "nvidia", Usage: "the name of the runtime (class)"},
+				&cli.StringFlag{Name: "runtime-path", EnvVars: envVar("runtime-path"), Usage: "gpuctk-runtime's path (default: the installed one, on PATH, else /usr/bin/gpuctk-runtime)"},
+				&cli.BoolFlag{Name: "set-as-default", EnvVars: envVar("set-as-default"), Usage: "make the runtime the engine's default"},
+				&cli.StringFlag{Name: "config", EnvVars: envVar("engine-config"), Usage: "the engine's main config (default: " + engine.ContainerdConfig + ", " + engine.CrioConfig + ", " + engine.DockerConfig + ")"},
+				&cli.StringFlag{Name: "drop-in", EnvVars: envVar("drop-in"), Usage: "the drop-in to write (default: " + engine.ContainerdDropIn + ", " + engine.CrioDropIn + ")"},
+				&cli.BoolFlag{Name: "dry-run", EnvVars: envVar("dry-run"), Usage: "print the files that would change and change nothing"},
+				&cli.BoolFlag{Name: "uninstall", EnvVars: envVar("uninstall"), Usage: "remove what configure added"},
 			},
 			Action: runtimeConfigure,
 		}},
@@ -66,24 +66,48 @@ func runtimeConfigure(c *cli.Context) error {
 		return err
 	}
 	w := c.App.Writer
+	// Folders to remove if empty are tidying, not changes of their own.
+	edits := 0
+	for _, ch := range changes {
+		if !ch.EmptyDir {
+			edits++
+		}
+	}
 	if c.Bool("dry-run") {
 		for _, ch := range changes {
+			if ch.EmptyDir {
+				if isEmptyDir(ch.Path) {
+					fmt.Fprintf(w, "# %s: would be removed (empty)\n", ch.Path)
+				}
+				continue
+			}
 			if ch.Data == nil {
 				fmt.Fprintf(w, "# %s: would be removed\n", ch.Path)
 				continue
 			}
 			fmt.Fprintf(w, "# %s: would be written\n%s", ch.Path, ch.Data)
 		}
-		if len(changes) == 0 {
+		if edits == 0 {
 			fmt.Fprintln(w, "# nothing would change")
 		}
 		return nil
+	}
+	// Which tidy-ups will happen, known before the files go.
+	wasThere := map[string]bool{}
+	for _, ch := range changes {
+		if ch.EmptyDir {
+			wasThere[ch.Path] = fileExists(ch.Path)
+		}
 	}
 	if err := engine.Apply(changes); err != nil {
 		return err
 	}
 	for _, ch := range changes {
 		switch {
+		case ch.EmptyDir:
+			if wasThere[ch.Path] && !fileExists(ch.Path) {
+				fmt.Fprintf(w, "removed %s (empty)\n", ch.Path)
+			}
 		case ch.Data == nil:
 			fmt.Fprintf(w, "removed %s\n", ch.Path)
 		case ch.Backup && fileSize(ch.Path+engine.BackupSuffix) > 0:
@@ -95,9 +119,9 @@ func runtimeConfigure(c *cli.Context) error {
 	switch {
 	case name == "podman":
 		fmt.Fprintln(w, note)
-	case len(changes) == 0 && uninstall:
+	case edits == 0 && uninstall:
 		fmt.Fprintf(w, "%s has no runtime %q from gpuctk: nothing to remove\n", name, o.Name)
-	case len(changes) == 0:
+	case edits == 0:
 		fmt.Fprintf(w, "%s has the runtime %q already: nothing to change\n", name, o.Name)
 	default:
 		fmt.Fprintln(w, note)
@@ -105,17 +129,24 @@ func runtimeConfigure(c *cli.Context) error {
 	return nil
 }
 
-// runtimeBinary finds gpuctk-runtime: installed beside gpuctk, else on
-// PATH, else where the packages put it.
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func isEmptyDir(path string) bool {
+	entries, err := os.ReadDir(path)
+	return err == nil && len(entries) == 0
+}
+
+// runtimeBinary is the installed gpuctk-runtime: the one on PATH, else
+// where the packages put it; never the one beside a gpuctk run from a
+// build folder, which an engine would keep using after the folder goes.
 func runtimeBinary() string {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "gpuctk-runtime")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
 	if p, err := exec.LookPath("gpuctk-runtime"); err == nil {
-		return p
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
 	}
 	return "/usr/bin/gpuctk-runtime"
 }
