@@ -10,7 +10,7 @@ BENCH_TIME ?= 0.3s
 # Sections, in order: hook, runtime, generate, plugin (e.g. BENCH_ONLY=plugin).
 BENCH_ONLY ?= hook,runtime,generate,plugin
 # Pairs of pods (plain, one GPU) for the pod start row.
-BENCH_PODS ?= 15
+BENCH_PODS ?= 30
 
 # The kubelet and containerd come from mk/k8s.mk and mk/runtime.mk (read
 # after this file, so named here rather than through their variables).

@@ -31,7 +31,7 @@ func main() {
 	flag.StringVar(&o.perf, "perf", "", "file to write the README's performance section to")
 	flag.StringVar(&o.only, "only", "hook,runtime,generate,plugin", "sections to run, in this order")
 	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
-	flag.IntVar(&o.pods, "pods", 15, "pairs of pods (plain, one GPU) timed in the plugin section")
+	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) to look into")
 	flag.Parse()
 	if err := run(&o); err != nil {

@@ -109,7 +109,7 @@ func (b *bench) plugin() error {
 // node is a standalone kubelet and containerd in private namespaces
 // (tests/k8s/harness/run-standalone.sh), with the plugin on the host.
 type node struct {
-	work               string
+	work, ctr          string
 	harness, plugin    *exec.Cmd
 	harnessDone, pDone chan struct{}
 	keep               bool
@@ -140,7 +140,7 @@ func (b *bench) startNode() (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{work: work, keep: b.o.keep}
+	n := &node{work: work, ctr: filepath.Join(tools, "ctr"), keep: b.o.keep}
 	log, err := os.Create(filepath.Join(b.work, "harness.log"))
 	if err != nil {
 		return n, err
@@ -325,9 +325,15 @@ spec:
 	if err := os.Remove(path); err != nil {
 		return 0, err
 	}
+	// Gone from the kubelet, and its sandbox stopped: a teardown left
+	// running would slow the next pod's start.
 	if err := n.waitFor(60*time.Second, "pod "+name+" to be deleted", func() bool {
 		p := n.pods()
-		return strings.Contains(p, `"kind":"PodList"`) && !strings.Contains(p, `"name":"`+name+`-`)
+		if !strings.Contains(p, `"kind":"PodList"`) || strings.Contains(p, `"name":"`+name+`-`) {
+			return false
+		}
+		out, err := exec.Command(n.ctr, "-a", filepath.Join(n.work, "containerd.sock"), "-n", "k8s.io", "tasks", "ls").Output()
+		return err == nil && !strings.Contains(string(out), "RUNNING")
 	}); err != nil {
 		return 0, err
 	}

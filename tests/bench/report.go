@@ -19,7 +19,7 @@ var header = []string{"Measure (median)", "Baseline", "Baseline", "gpuctk", "Add
 
 func ms(d time.Duration) string {
 	v := float64(d) / float64(time.Millisecond)
-	if v < 10 {
+	if math.Abs(v) < 10 {
 		return fmt.Sprintf("%.2f ms", v)
 	}
 	return fmt.Sprintf("%.1f ms", v)
