@@ -53,27 +53,54 @@ func specStats(path string) (devices int, kib int, err error) {
 // ("BenchmarkGenerate/gpus=1"). Each run is itself a mean over the
 // iterations that fit in benchtime.
 func goBench(repo string, count int, benchtime string) (map[string][]time.Duration, error) {
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^(BenchmarkGenerate|BenchmarkResolve)$",
-		"-count", strconv.Itoa(count), "-benchtime", benchtime, "./cdi/")
+	m, err := goBenchMetrics(repo, "./cdi/", "^(BenchmarkGenerate|BenchmarkResolve)$", count, benchtime)
+	if err != nil {
+		return nil, err
+	}
+	res := map[string][]time.Duration{}
+	for name, units := range m {
+		for _, ns := range units["ns/op"] {
+			res[name] = append(res[name], time.Duration(ns))
+		}
+	}
+	return res, nil
+}
+
+// goBenchMetrics runs the benchmarks of pkg matching pattern count times
+// each and returns every run's figures by benchmark name and unit
+// ("ns/op", and those the benchmark reports itself, e.g. "bytes/msg").
+func goBenchMetrics(repo, pkg, pattern string, count int, benchtime string) (map[string]map[string][]float64, error) {
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", pattern,
+		"-count", strconv.Itoa(count), "-benchtime", benchtime, pkg)
 	cmd.Dir = repo
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("go test -bench ./cdi: %v\n%s", err, out.String())
+		return nil, fmt.Errorf("go test -bench %s: %v\n%s", pkg, err, out.String())
 	}
-	line := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([0-9.]+) ns/op`)
-	res := map[string][]time.Duration{}
+	// NAME[-PROCS] ITERATIONS then pairs of VALUE UNIT.
+	line := regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+	res := map[string]map[string][]float64{}
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
 		m := line.FindStringSubmatch(sc.Text())
 		if m == nil {
 			continue
 		}
-		ns, _ := strconv.ParseFloat(m[3], 64)
-		res[m[1]] = append(res[m[1]], time.Duration(ns))
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				continue
+			}
+			if res[m[1]] == nil {
+				res[m[1]] = map[string][]float64{}
+			}
+			res[m[1]][f[i+1]] = append(res[m[1]][f[i+1]], v)
+		}
 	}
 	if len(res) == 0 {
-		return nil, fmt.Errorf("go test -bench ./cdi printed no benchmark:\n%s", out.String())
+		return nil, fmt.Errorf("go test -bench %s printed no benchmark:\n%s", pkg, out.String())
 	}
 	return res, nil
 }

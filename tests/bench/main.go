@@ -29,7 +29,9 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "0.3s", "-benchtime of each Go benchmark run")
 	flag.StringVar(&o.out, "out", "bench.txt", "file to write the table to as well")
 	flag.StringVar(&o.perf, "perf", "", "file to write the README's performance section to")
-	flag.StringVar(&o.only, "only", "hook,runtime,generate", "sections to run, in this order")
+	flag.StringVar(&o.only, "only", "hook,runtime,generate,plugin", "sections to run, in this order")
+	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
+	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) to look into")
 	flag.Parse()
 	if err := run(&o); err != nil {
@@ -39,9 +41,9 @@ func main() {
 }
 
 type options struct {
-	bin, repo, work, benchtime, out, perf, only string
-	runs, warm                                  int
-	keep                                        bool
+	bin, repo, work, benchtime, out, perf, only, tools string
+	runs, warm, pods                                   int
+	keep                                               bool
 }
 
 func run(o *options) error {
@@ -50,6 +52,9 @@ func run(o *options) error {
 	}
 	if o.runs < 1 {
 		return errors.New("-runs must be at least 1")
+	}
+	if o.pods < 1 {
+		return errors.New("-pods must be at least 1")
 	}
 	for _, b := range []string{"gpuctk", "gpuctk-hook", "gpuctk-runtime"} {
 		if _, err := os.Stat(filepath.Join(o.bin, b)); err != nil {
@@ -71,11 +76,11 @@ func run(o *options) error {
 	}
 	env := describeMachine(o)
 	b := &bench{o: o, work: work, r: &report{}}
-	sections := map[string]func() error{"hook": b.hook, "runtime": b.runtime, "generate": b.generate}
+	sections := map[string]func() error{"hook": b.hook, "runtime": b.runtime, "generate": b.generate, "plugin": b.plugin}
 	for _, name := range strings.Split(o.only, ",") {
 		f, ok := sections[name]
 		if !ok {
-			return fmt.Errorf("-only %s: no section %q (hook, runtime, generate)", o.only, name)
+			return fmt.Errorf("-only %s: no section %q (hook, runtime, generate, plugin)", o.only, name)
 		}
 		if err := f(); err != nil {
 			return err

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+)
+
+// pluginProfile is the host the plugin simulates in the kubelet run: the
+// end-to-end test's, with whole GPUs (mig-strategy none) as nvidia.com/gpu.
+const pluginProfile = "dgx-a100"
+
+// plugin measures gpuctk-device-plugin: ListAndWatch of the largest host
+// (the deviceplugin package's Go benchmark), then, with the real plugin
+// registered with a real kubelet and containerd, Allocate beside a bare
+// call on the plugin's own socket, and what one device adds to a pod's
+// start.
+func (b *bench) plugin() error {
+	if _, err := os.Stat(b.bin("gpuctk-device-plugin")); err != nil {
+		return fmt.Errorf("%w (make build)", err)
+	}
+	b.step("running the deviceplugin package's ListAndWatch benchmark (%d runs of %s each)", b.o.runs, b.o.benchtime)
+	gb, err := goBenchMetrics(b.o.repo, "./deviceplugin/", "^BenchmarkListAndWatch$", b.o.runs, b.o.benchtime)
+	if err != nil {
+		return err
+	}
+	lw := gb["BenchmarkListAndWatch"]
+	if len(lw["ns/op"]) == 0 || len(lw["bytes/msg"]) == 0 || len(lw["devices"]) == 0 {
+		return fmt.Errorf("BenchmarkListAndWatch reported no ns/op, bytes/msg or devices: %v", lw)
+	}
+	var times []time.Duration
+	for _, ns := range lw["ns/op"] {
+		times = append(times, time.Duration(ns))
+	}
+	b.r.function(fmt.Sprintf("Device plugin, ListAndWatch: open the stream, first message, %s, every MIG device shared 8 ways (%d devices, %d bytes)",
+		largestProfile, int(lw["devices"][0]), int(lw["bytes/msg"][0])), &sample{times: times}, 0)
+
+	b.step("starting a kubelet and containerd (tests/k8s/harness), the plugin simulating %s", pluginProfile)
+	n, err := b.startNode()
+	if n != nil {
+		defer n.stop(b)
+	}
+	if err != nil {
+		return err
+	}
+
+	b.step("timing: Allocate beside GetDevicePluginOptions on the plugin's socket, %d calls each", 100*b.o.runs)
+	bare, alloc, err := n.allocate(100 * b.o.runs)
+	if err != nil {
+		return err
+	}
+	b.r.quantiles("Device plugin, Allocate of one nvidia.com/gpu, real plugin registered with the kubelet",
+		"bare gRPC call (GetDevicePluginOptions) on the same socket", bare, alloc, time.Millisecond)
+
+	// Pod start: the kubelet is the measure. Each pod is timed from the
+	// rename of its manifest into the static pod folder (the kubelet
+	// watches it with inotify) to the timestamp containerd gives the
+	// container's first line of output (RFC 3339, nanoseconds; the pod
+	// status's startedAt has whole seconds only). Both read the same
+	// clock. A plain pod and a pod with one nvidia.com/gpu alternate, the
+	// order reversed every other round, and each pod is deleted, and gone
+	// from the kubelet, before the next starts, so that each starts on an
+	// idle node; the first round is untimed (first use of the image).
+	rounds := b.o.pods
+	b.step("timing: pod start, plain and with one nvidia.com/gpu, %d pairs", rounds)
+	plain, gpu := &sample{}, &sample{}
+	for r := -1; r < rounds; r++ {
+		kinds := []bool{false, true}
+		if r%2 != 0 {
+			kinds = []bool{true, false}
+		}
+		for _, withGPU := range kinds {
+			name := fmt.Sprintf("plain-%d", r+1)
+			if withGPU {
+				name = fmt.Sprintf("gpu-%d", r+1)
+			}
+			d, err := n.podStart(name, withGPU)
+			if err != nil {
+				return err
+			}
+			if r < 0 {
+				continue
+			}
+			s := plain
+			if withGPU {
+				s = gpu
+			}
+			s.times = append(s.times, d)
+		}
+	}
+	b.r.timed("Pod start with one nvidia.com/gpu (plugin's Allocate, CDI in containerd, the hook): manifest written to the container's first line",
+		"plain pod in the same kubelet run", plain, gpu, 10*time.Millisecond)
+	return nil
+}
+
+// node is a standalone kubelet and containerd in private namespaces
+// (tests/k8s/harness/run-standalone.sh), with the plugin on the host.
+type node struct {
+	work, ctr          string
+	harness, plugin    *exec.Cmd
+	harnessDone, pDone chan struct{}
+	keep               bool
+}
+
+func (b *bench) startNode() (*node, error) {
+	tools, err := filepath.Abs(b.o.tools)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []string{"kubelet", "containerd", "ctr", "containerd-shim-runc-v2"} {
+		if _, err := os.Stat(filepath.Join(tools, t)); err != nil {
+			return nil, fmt.Errorf("%s is not in %s: run make deps (mk/k8s.mk and mk/runtime.mk build it)", t, tools)
+		}
+	}
+	profile, err := inventory.LoadProfile(pluginProfile)
+	if err != nil {
+		return nil, err
+	}
+	driver := filepath.Join(b.work, "k8s-driver")
+	if err := fakehost.Build(driver, profile); err != nil {
+		return nil, fmt.Errorf("fake driver root for %s: %w", pluginProfile, err)
+	}
+	cfg := writeFile(b.work, "plugin.toml", fmt.Sprintf("[cdi]\nhook-path = %q\n", b.bin("gpuctk-hook")))
+	// Under /tmp, not the bench's work folder: the kubelet's sockets live
+	// in it and a socket's path is capped at 108 bytes.
+	work, err := os.MkdirTemp("", "gpuctk-bench-k8s-")
+	if err != nil {
+		return nil, err
+	}
+	n := &node{work: work, ctr: filepath.Join(tools, "ctr"), keep: b.o.keep}
+	log, err := os.Create(filepath.Join(b.work, "harness.log"))
+	if err != nil {
+		return n, err
+	}
+	defer log.Close()
+	n.harness = exec.Command(filepath.Join(b.o.repo, "tests/k8s/harness/run-standalone.sh"), work, tools)
+	n.harness.Stdout, n.harness.Stderr = log, log
+	// This program dying tears the namespaces down.
+	n.harness.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if n.harnessDone, err = startCmd(n.harness); err != nil {
+		return n, err
+	}
+	if err := n.waitFor(120*time.Second, "the kubelet (see "+log.Name()+")", func() bool {
+		_, err := os.Stat(filepath.Join(work, "ready"))
+		return err == nil
+	}); err != nil {
+		return n, err
+	}
+	n.plugin = exec.Command(b.bin("gpuctk-device-plugin"), "--config", cfg, "--simulate", pluginProfile, "--driver-root", driver)
+	n.plugin.Env = append(os.Environ(), "GPUCTK_KUBELET_DIR="+filepath.Join(work, "kubelet/device-plugins"),
+		"GPUCTK_CDI_DIR="+filepath.Join(work, "cdi"))
+	plog, err := os.Create(filepath.Join(b.work, "plugin.log"))
+	if err != nil {
+		return n, err
+	}
+	defer plog.Close()
+	n.plugin.Stdout, n.plugin.Stderr = plog, plog
+	if n.pDone, err = startCmd(n.plugin); err != nil {
+		return n, err
+	}
+	// A pod asking for a resource not yet advertised runs without it.
+	checkpoint := filepath.Join(work, "kubelet/device-plugins/kubelet_internal_checkpoint")
+	return n, n.waitFor(30*time.Second, "nvidia.com/gpu in the kubelet's checkpoint (see "+plog.Name()+")", func() bool {
+		data, _ := os.ReadFile(checkpoint)
+		return strings.Contains(string(data), `"nvidia.com/gpu":[`)
+	})
+}
+
+func startCmd(c *exec.Cmd) (chan struct{}, error) {
+	if err := c.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.Path, err)
+	}
+	done := make(chan struct{})
+	go func() { c.Wait(); close(done) }()
+	return done, nil
+}
+
+// waitFor polls cond until it holds, either process exits, or d passes.
+func (n *node) waitFor(d time.Duration, what string, cond func() bool) error {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return nil
+		}
+		for _, c := range []chan struct{}{n.harnessDone, n.pDone} {
+			select {
+			case <-c:
+				return fmt.Errorf("waiting for %s: the harness or the plugin exited", what)
+			default:
+			}
+		}
+	}
+	return fmt.Errorf("timed out after %s waiting for %s", d, what)
+}
+
+// stop stops the plugin, then the harness, which tears the namespaces
+// down; the work folder goes only once the harness is gone.
+func (n *node) stop(b *bench) {
+	for _, p := range []struct {
+		cmd  *exec.Cmd
+		done chan struct{}
+		wait time.Duration
+	}{{n.plugin, n.pDone, 10 * time.Second}, {n.harness, n.harnessDone, 60 * time.Second}} {
+		if p.done == nil {
+			continue
+		}
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(p.wait):
+			b.step("%s did not stop on SIGTERM: killed", filepath.Base(p.cmd.Path))
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	if !n.keep {
+		os.RemoveAll(n.work)
+	}
+}
+
+// allocate calls Allocate for one GPU and GetDevicePluginOptions, which
+// does no work, in turn on the plugin's socket, calls times each after
+// 100 untimed; it alternates which goes first, as interleave does.
+func (n *node) allocate(calls int) (bare, alloc []time.Duration, err error) {
+	sock := filepath.Join(n.work, "kubelet/device-plugins", "gpuctk-nvidia.com_gpu.sock")
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the plugin's socket %s: %w", sock, err)
+	}
+	defer conn.Close()
+	c := pb.NewDevicePluginClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req := &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0"}}}}
+	timeOne := func(doAlloc bool) (time.Duration, error) {
+		t := time.Now()
+		var err error
+		if doAlloc {
+			_, err = c.Allocate(ctx, req)
+		} else {
+			_, err = c.GetDevicePluginOptions(ctx, &pb.Empty{})
+		}
+		return time.Since(t), err
+	}
+	for i := -100; i < calls; i++ {
+		var d [2]time.Duration
+		for k := range 2 {
+			which := (k + i) & 1
+			if d[which], err = timeOne(which == 1); err != nil {
+				return nil, nil, fmt.Errorf("device plugin call on %s: %w", sock, err)
+			}
+		}
+		if i >= 0 {
+			bare, alloc = append(bare, d[0]), append(alloc, d[1])
+		}
+	}
+	return bare, alloc, nil
+}
+
+// podStart starts a static pod whose container prints one line and
+// exits, returns the time from its manifest's rename to that line's
+// timestamp, then deletes the pod and waits until the kubelet no longer
+// lists it.
+func (n *node) podStart(name string, withGPU bool) (time.Duration, error) {
+	limits := ""
+	if withGPU {
+		limits = "\n    resources:\n      limits:\n        nvidia.com/gpu: 1"
+	}
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: %s
+  namespace: default
+spec:
+  hostNetwork: true
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: c
+    image: gpuctk.test/busybox:1
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo started"]%s
+`, name, limits)
+	// The kubelet ignores dotfiles: it never reads half a manifest.
+	dir := filepath.Join(n.work, "manifests")
+	tmp, path := filepath.Join(dir, "."+name+".tmp"), filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(tmp, []byte(manifest), 0o644); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, err
+	}
+	var started time.Time
+	err := n.waitFor(60*time.Second, "pod "+name+"'s first line", func() bool {
+		logs, _ := filepath.Glob(filepath.Join(n.work, "log/pods", "default_"+name+"-*", "c", "0.log"))
+		if len(logs) == 0 {
+			return false
+		}
+		data, _ := os.ReadFile(logs[0])
+		// CRI format: TIME STREAM TAG line.
+		first, _, ok := strings.Cut(string(data), " ")
+		if !ok {
+			return false
+		}
+		var err error
+		started, err = time.Parse(time.RFC3339Nano, first)
+		return err == nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w; the kubelet's pods: %s", err, n.pods())
+	}
+	if err := os.Remove(path); err != nil {
+		return 0, err
+	}
+	// Gone from the kubelet, and its sandbox stopped: a teardown left
+	// running would slow the next pod's start.
+	if err := n.waitFor(60*time.Second, "pod "+name+" to be deleted", func() bool {
+		p := n.pods()
+		if !strings.Contains(p, `"kind":"PodList"`) || strings.Contains(p, `"name":"`+name+`-`) {
+			return false
+		}
+		out, err := exec.Command(n.ctr, "-a", filepath.Join(n.work, "containerd.sock"), "-n", "k8s.io", "tasks", "ls").Output()
+		return err == nil && !strings.Contains(string(out), "RUNNING")
+	}); err != nil {
+		return 0, err
+	}
+	return started.Sub(t0), nil
+}
+
+// pods returns the kubelet's PodList from its read-only port, which
+// listens in the harness's network namespace.
+func (n *node) pods() string {
+	pid, err := os.ReadFile(filepath.Join(n.work, "ns.pid"))
+	if err != nil {
+		return err.Error()
+	}
+	out, _ := exec.Command("nsenter", "-t", strings.TrimSpace(string(pid)), "-m", "-n",
+		"busybox", "wget", "-qO-", "http://127.0.0.1:10255/pods").CombinedOutput()
+	return string(out)
+}
+
+// quantile is the q-quantile of d (nearest rank).
+func quantile(d []time.Duration, q float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	t := slices.Clone(d)
+	slices.Sort(t)
+	return t[min(len(t)-1, max(0, int(float64(len(t))*q+0.999999)-1))]
+}
