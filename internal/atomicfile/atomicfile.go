@@ -14,7 +14,7 @@ import (
 
 // WriteFile replaces path with data, atomically, with the given mode.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
-	return writePath(path, data, mode, true)
+	return writePath(path, data, mode, true, randomSuffix)
 }
 
 // WriteFileNoSync is WriteFile without the fsync: readers still see the
@@ -23,10 +23,10 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 // bundle's config.json on its way to runc, where an fsync would only add
 // the disk's latency to every container start.
 func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
-	return writePath(path, data, mode, false)
+	return writePath(path, data, mode, false, randomSuffix)
 }
 
-func writePath(path string, data []byte, mode os.FileMode, sync bool) error {
+func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -36,20 +36,25 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer root.Close()
-	if err := WriteFileIn(root, base, data, mode, sync); err != nil {
+	if err := writeIn(root, base, data, mode, sync, suffix); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }
 
-// tmpSuffix names temporary files (a variable for tests).
-var tmpSuffix = func() uint64 { return rand.Uint64() >> 16 }
+// randomSuffix names temporary files.
+func randomSuffix() uint64 { return rand.Uint64() >> 16 }
 
 // WriteFileIn replaces name, a path inside root, atomically: every step
 // resolves inside root, so a symlink cannot redirect the write out of it,
 // and the rename replaces a symlink at name rather than following it. With
 // sync false the data is not fsynced (see WriteFileNoSync).
-func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool) (err error) {
+func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool) error {
+	return writeIn(root, name, data, mode, sync, randomSuffix)
+}
+
+// writeIn is WriteFileIn with the temporary names' suffixes from suffix.
+func writeIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) (err error) {
 	dir, base := filepath.Split(name)
 	var tmp string
 	var f *os.File
@@ -59,7 +64,7 @@ func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync
 	// crash). crypto/rand would link the FIPS module into the hook and
 	// the runtime, whose start-up is on every container's critical path.
 	for try := 0; ; try++ {
-		tmp = filepath.Join(dir, fmt.Sprintf(".%s.tmp-%012x", base, tmpSuffix()))
+		tmp = filepath.Join(dir, fmt.Sprintf(".%s.tmp-%012x", base, suffix()))
 		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			break

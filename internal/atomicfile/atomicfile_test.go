@@ -86,15 +86,14 @@ func TestWriteFileTakenTempName(t *testing.T) {
 				t.Fatal(err)
 			}
 			n := uint64(0)
-			defer func(f func() uint64) { tmpSuffix = f }(tmpSuffix)
-			tmpSuffix = func() uint64 { n++; return n }
+			counter := func() uint64 { n++; return n }
 			for i := 1; i <= tc.taken; i++ {
 				planted := filepath.Join(dir, fmt.Sprintf(".ld.so.cache.tmp-%012x", i))
 				if err := os.WriteFile(planted, []byte("planted"), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			err := WriteFile(p, []byte("new"), 0o644)
+			err := writePath(p, []byte("new"), 0o644, true, counter)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
 			}
