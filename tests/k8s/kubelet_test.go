@@ -199,14 +199,14 @@ func fakeDriver(t *testing.T, bin string) string {
 	return driverRoot
 }
 
-// startNode starts a kubelet and containerd (harnessEnv picks another
-// containerd), then the plugin on the host, and waits until the kubelet
-// has the resources' devices.
-func startNode(t *testing.T, tools, bin string, host, harnessEnv, resources []string) *node {
+// startHarness starts a kubelet and containerd in private namespaces
+// (env reaches run-standalone.sh: another containerd, more images, kubelet
+// flags) and waits until the kubelet serves.
+func startHarness(t *testing.T, tools string, env []string) *node {
 	t.Helper()
 	n := &node{work: t.TempDir()}
 	harness := exec.Command(filepath.Join(repoRoot(), "tests/k8s/harness/run-standalone.sh"), n.work, tools)
-	harness.Env = append(os.Environ(), harnessEnv...)
+	harness.Env = append(os.Environ(), env...)
 	harness.Stdout, harness.Stderr = &n.harnessLog, &n.harnessLog
 	// The test binary dying tears the namespaces down.
 	harness.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
@@ -215,12 +215,6 @@ func startNode(t *testing.T, tools, bin string, host, harnessEnv, resources []st
 		_, err := os.Stat(filepath.Join(n.work, "ready"))
 		return err == nil
 	})
-
-	n.plugin = exec.Command(filepath.Join(bin, "gpuctk-device-plugin"), host...)
-	n.plugin.Env = append(os.Environ(), "GPUCTK_KUBELET_DIR="+filepath.Join(n.work, "kubelet/device-plugins"),
-		"GPUCTK_CDI_DIR="+filepath.Join(n.work, "cdi"))
-	n.plugin.Stdout, n.plugin.Stderr = &n.pluginLog, &n.pluginLog
-	n.pluginDied = start(t, n.plugin, "gpuctk-device-plugin", &n.pluginLog)
 	t.Cleanup(func() {
 		if t.Failed() {
 			// Before the harness's teardown (cleanups run last first).
@@ -231,12 +225,31 @@ func startNode(t *testing.T, tools, bin string, host, harnessEnv, resources []st
 			}
 		}
 	})
+	return n
+}
 
+// waitResources waits until the kubelet has the resources' devices: a pod
+// asking for a resource not yet advertised runs without it.
+func (n *node) waitResources(t *testing.T, d time.Duration, died <-chan struct{}, resources []string) {
+	t.Helper()
 	checkpoint := filepath.Join(n.work, "kubelet/device-plugins/kubelet_internal_checkpoint")
 	for _, r := range resources {
-		// A pod asking for a resource not yet advertised runs without it.
-		waitFor(t, 30*time.Second, r+" in the kubelet's checkpoint", n.pluginDied, fileContains(checkpoint, `"`+r+`":[`))
+		waitFor(t, d, r+" in the kubelet's checkpoint", died, fileContains(checkpoint, `"`+r+`":[`))
 	}
+}
+
+// startNode starts a kubelet and containerd (harnessEnv picks another
+// containerd), then the plugin on the host, and waits until the kubelet
+// has the resources' devices.
+func startNode(t *testing.T, tools, bin string, host, harnessEnv, resources []string) *node {
+	t.Helper()
+	n := startHarness(t, tools, harnessEnv)
+	n.plugin = exec.Command(filepath.Join(bin, "gpuctk-device-plugin"), host...)
+	n.plugin.Env = append(os.Environ(), "GPUCTK_KUBELET_DIR="+filepath.Join(n.work, "kubelet/device-plugins"),
+		"GPUCTK_CDI_DIR="+filepath.Join(n.work, "cdi"))
+	n.plugin.Stdout, n.plugin.Stderr = &n.pluginLog, &n.pluginLog
+	n.pluginDied = start(t, n.plugin, "gpuctk-device-plugin", &n.pluginLog)
+	n.waitResources(t, 30*time.Second, n.pluginDied, resources)
 	return n
 }
 

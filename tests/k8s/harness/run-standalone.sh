@@ -9,7 +9,8 @@
 # (KUBELET=PATH overrides the last; CONTAINERD=PATH and CONTAINERD_CONFIG=TEMPLATE
 # run another containerd, e.g. 1.7 with containerd-1.7-config.toml.in and
 # SHIM_PATH=the folder of its own containerd-shim-runc-v2; KUBELET_V=N sets its log level, default
-# 2). Needs root, util-linux (unshare, nsenter, setpriv, flock), iproute2,
+# 2; KUBELET_ARGS adds flags, e.g. --node-labels=nvidia.com/gpu.present=true; IMAGES=ARCHIVE...
+# imports more OCI archives, space-separated, beside the pause and busybox images). Needs root, util-linux (unshare, nsenter, setpriv, flock), iproute2,
 # busybox-static, and runc on PATH (the shim runs it). The environment is
 # passed on to containerd, and so to the shim and runtime (GPUCTK_CONFIG).
 #
@@ -62,6 +63,10 @@ inside() {
 	mount --bind "$work/kubelet" /var/lib/kubelet
 	mount --bind "$work/log/containers" /var/log/containers
 	mount -t tmpfs -o mode=755 tmpfs /run
+	# Shared, as systemd makes / on a node: containerd refuses a volume
+	# with HostToContainer propagation (the device plugin's /run/gpuctk/mps)
+	# from a private mount. Its peers are in this namespace only.
+	mount --make-shared /run
 	# CDI's default dynamic spec dir, for tools that read the defaults
 	# (gpuctk-runtime): the host's own /var/run/cdi is hidden by the tmpfs.
 	mkdir /run/cdi
@@ -83,13 +88,13 @@ inside() {
 		[ "$i" -lt 300 ] || { echo "containerd did not start" >&2; return 1; }
 		sleep 0.1
 	done
-	for img in "$work"/images/*.tar; do
+	for img in "$work"/images/*.tar ${IMAGES:-}; do
 		"${ctr[@]}" images import --local "$img" >/dev/null
 	done
 
 	start_kubelet() {
 		"$kubelet" --config "$work/kubelet.yaml" --root-dir "$work/kubelet" --cert-dir "$work/kubelet/pki" \
-			--v="${KUBELET_V:-2}" >>"$work/kubelet.log" 2>&1 &
+			--v="${KUBELET_V:-2}" ${KUBELET_ARGS:-} >>"$work/kubelet.log" 2>&1 &
 	}
 	start_kubelet
 	pids=($! "${pids[@]}")
