@@ -10,6 +10,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -63,9 +64,10 @@ func allocate(r *offer.Resource, kind string, strategies []string, req *pb.Alloc
 }
 
 // preferred picks size IDs out of available for resource r: the
-// must-include IDs, then one at a time the device on the physical device
-// with the fewest (distributed) or most (packed) devices in use, ties to
-// the lowest spec position.
+// must-include IDs, then, for several whole GPUs on a host that states its
+// topology, the GPUs closest together (see closest); else one at a time
+// the device on the physical device with the fewest (distributed) or most
+// (packed) devices in use, ties to the lowest spec position.
 func preferred(r *offer.Resource, policy string, available, mustInclude []string, size int) []string {
 	pos := map[string]int{}
 	for i, d := range r.Devices {
@@ -76,6 +78,9 @@ func preferred(r *offer.Resource, policy string, available, mustInclude []string
 		if _, ok := pos[id]; ok {
 			free[id] = true
 		}
+	}
+	if out := closest(r, pos, free, mustInclude, size); out != nil {
+		return out
 	}
 	// In use: every device of the resource the kubelet does not offer,
 	// plus those chosen so far.
@@ -114,4 +119,100 @@ func preferred(r *offer.Resource, policy string, available, mustInclude []string
 		take(cand[0])
 	}
 	return out
+}
+
+// closest picks size whole GPUs out of free, the must-include ones kept,
+// whose sum of pairwise distances (NVML topology levels) is least, so a
+// multi-GPU pod gets GPUs behind one PCIe switch or on one NUMA node when
+// there are such. It returns nil where topology does not apply: replicas
+// or MIG devices, a request of one, or a host that gives no distances.
+// It grows the set greedily from each free GPU (or from the must-include
+// ones), nearest GPU first, and keeps the best set, ties to the lowest
+// positions: O(n^3) for n GPUs, exact for hosts whose GPUs form nested
+// groups (switch within NUMA node within system), as servers do.
+func closest(r *offer.Resource, pos map[string]int, free map[string]bool, mustInclude []string, size int) []string {
+	if size < 2 {
+		return nil
+	}
+	topology := false
+	for _, d := range r.Devices {
+		if d.Share != nil || d.MIG != nil {
+			return nil
+		}
+		topology = topology || len(d.GPU.Distance) > 0
+	}
+	if !topology {
+		return nil
+	}
+	dist := func(a, b string) int {
+		x, y := r.Devices[pos[a]].GPU, r.Devices[pos[b]].GPU
+		if y.Index < len(x.Distance) {
+			return x.Distance[y.Index]
+		}
+		return inventory.TopologySystem
+	}
+	var must []string
+	for _, id := range mustInclude {
+		if _, ok := pos[id]; ok && !slices.Contains(must, id) {
+			must = append(must, id)
+		}
+	}
+	var cand []string
+	for id := range free {
+		if !slices.Contains(must, id) {
+			cand = append(cand, id)
+		}
+	}
+	sort.Slice(cand, func(i, j int) bool { return pos[cand[i]] < pos[cand[j]] })
+	seeds := [][]string{must}
+	if len(must) == 0 {
+		seeds = nil
+		for _, id := range cand {
+			seeds = append(seeds, []string{id})
+		}
+	}
+	var best []string
+	bestScore := 0
+	for _, seed := range seeds {
+		set := slices.Clone(seed)
+		for len(set) < size {
+			next, nextCost := "", 0
+			for _, id := range cand {
+				if slices.Contains(set, id) {
+					continue
+				}
+				cost := 0
+				for _, s := range set {
+					cost += dist(id, s)
+				}
+				if next == "" || cost < nextCost {
+					next, nextCost = id, cost
+				}
+			}
+			if next == "" {
+				break
+			}
+			set = append(set, next)
+		}
+		score := 0
+		for i := range set {
+			for j := i + 1; j < len(set); j++ {
+				score += dist(set[i], set[j])
+			}
+		}
+		if best == nil || score < bestScore || score == bestScore && lower(set, best, len(must), pos) {
+			best, bestScore = set, score
+		}
+	}
+	return best
+}
+
+// lower reports whether set's chosen GPUs (after the first keep, the
+// must-include ones) sit at lower positions than other's.
+func lower(set, other []string, keep int, pos map[string]int) bool {
+	a, b := slices.Clone(set[keep:]), slices.Clone(other[keep:])
+	by := func(x, y string) int { return pos[x] - pos[y] }
+	slices.SortFunc(a, by)
+	slices.SortFunc(b, by)
+	return slices.CompareFunc(a, b, by) < 0
 }

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -64,6 +66,11 @@ type Plugin struct {
 	configPath string
 	health     time.Duration
 	log        *slog.Logger
+	// xids are the host's XID events; nil without NVML. A critical one
+	// marks its devices unhealthy for recovery (0: until a restart).
+	xids     <-chan inventory.XIDEvent
+	recovery time.Duration
+	marks    []xidMark
 
 	state   *State
 	servers map[string]*server
@@ -87,11 +94,26 @@ func WithHealthInterval(d time.Duration) Option { return func(p *Plugin) { p.hea
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(p *Plugin) { p.log = l } }
 
+// xidMark is a critical XID event and when it came.
+type xidMark struct {
+	ev inventory.XIDEvent
+	at time.Time
+}
+
+// WithXIDEvents sets where critical-error events come from (nvmlhost's
+// WatchXIDs): a device with a critical XID is sent Unhealthy, and its
+// replicas with it.
+func WithXIDEvents(ch <-chan inventory.XIDEvent) Option { return func(p *Plugin) { p.xids = ch } }
+
+// WithXIDRecovery sets how long a device stays Unhealthy after its last
+// critical XID; 0 keeps it Unhealthy until the plugin restarts.
+func WithXIDRecovery(d time.Duration) Option { return func(p *Plugin) { p.recovery = d } }
+
 // New returns a Plugin that resolves what to advertise with load.
 func New(load Loader, opts ...Option) *Plugin {
 	p := &Plugin{
 		load: load, kubeletDir: "/var/lib/kubelet/device-plugins", cdiDir: "/var/run/cdi",
-		health: 10 * time.Second, log: slog.Default(), servers: map[string]*server{},
+		health: 10 * time.Second, recovery: 10 * time.Minute, log: slog.Default(), servers: map[string]*server{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -152,6 +174,19 @@ func (p *Plugin) Run(ctx context.Context) error {
 				ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename):
 				p.reload(ctx)
 			}
+		case ev, ok := <-p.xids:
+			if !ok {
+				p.log.Warn("XID events ended: critical errors are no longer seen")
+				p.xids = nil
+				continue
+			}
+			if !ev.Critical() {
+				p.log.Info("application XID: device stays healthy", "gpu", ev.GPU, "gi", ev.GI, "ci", ev.CI, "xid", ev.XID)
+				continue
+			}
+			p.log.Warn("critical XID: device unhealthy", "gpu", ev.GPU, "gi", ev.GI, "ci", ev.CI, "xid", ev.XID)
+			p.marks = append(p.marks, xidMark{ev: ev, at: time.Now()})
+			p.checkHealth()
 		case <-tick.C:
 			p.checkHealth()
 		}
@@ -248,17 +283,26 @@ func (p *Plugin) checkHealth() {
 	}
 }
 
-// unhealthy returns the IDs of devices whose node is gone or whose MPS
-// daemon does not answer; under simulation every device is healthy.
+// unhealthy returns the IDs of devices whose node is gone, whose MPS
+// daemon does not answer, or that had a critical XID less than the
+// recovery time ago; under simulation every device is healthy.
 func (p *Plugin) unhealthy(st *State) map[string]bool {
 	out := map[string]bool{}
 	if st.Simulated {
 		return out
 	}
+	if p.recovery > 0 {
+		p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool { return time.Since(m.at) >= p.recovery })
+	}
 	for _, r := range st.Resources {
 		for _, d := range r.Devices {
 			if err := deviceHealth(st.DevRoot, d); err != nil {
 				out[d.Name()] = true
+			}
+			for _, m := range p.marks {
+				if m.ev.Concerns(d.Device) {
+					out[d.Name()] = true
+				}
 			}
 		}
 	}

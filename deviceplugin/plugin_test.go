@@ -299,6 +299,70 @@ replicas = 3
 	}
 }
 
+// TestPreferredTopology: several whole GPUs go to the GPUs closest
+// together on a host that gives distances (dgx-a100: pairs behind PCIe
+// switches, two NUMA nodes of four), must-include kept, ties to the lowest
+// index; a request of one, a host without distances and replicas keep
+// the distributed or packed order.
+func TestPreferredTopology(t *testing.T) {
+	resource := func(profile, conf, name string) *offer.Resource {
+		cfg, err := config.Parse([]byte(conf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := inventory.LoadProfile(profile)
+		h, _ := p.Host()
+		set, err := offer.Resolve(h, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := offer.Resources(set, cfg.Kubernetes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rs {
+			if rs[i].Name == name {
+				return &rs[i]
+			}
+		}
+		t.Fatalf("%s: no resource %s", profile, name)
+		return nil
+	}
+	dgx := resource("dgx-a100", "", "nvidia.com/gpu")
+	l40s := resource("l40s", "", "nvidia.com/gpu")
+	shared := resource("dgx-a100", "[kubernetes]\nrename-shared = true\n[[sharing]]\ndevices = [\"0\", \"2\", \"3\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n", "nvidia.com/gpu.shared")
+	all := []string{"0", "1", "2", "3", "4", "5", "6", "7"}
+	ids := func(s string) []string { return strings.Fields(s) }
+	for _, tc := range []struct {
+		name            string
+		r               *offer.Resource
+		policy          string
+		available, must []string
+		size            int
+		want            string
+	}{
+		{"pair", dgx, config.Distributed, all, nil, 2, "0 1"},
+		{"NUMA node", dgx, config.Distributed, all, nil, 4, "0 1 2 3"},
+		{"three in one NUMA node", dgx, config.Distributed, ids("0 2 4 5 6"), nil, 3, "4 5 6"},
+		{"free pair over lower index", dgx, config.Distributed, ids("1 3 4 5"), nil, 2, "4 5"},
+		{"tie to the lowest", dgx, config.Distributed, ids("1 3 5 7"), nil, 2, "1 3"},
+		{"across nodes when it must", dgx, config.Distributed, ids("3 4"), nil, 2, "3 4"},
+		{"must-include kept", dgx, config.Distributed, all, ids("5"), 2, "5 4"},
+		{"must-include grows its node", dgx, config.Distributed, all, ids("1"), 4, "1 0 2 3"},
+		{"packed ignores nothing", dgx, config.Packed, ids("0 1 6 7"), ids("6"), 2, "6 7"},
+		{"one GPU: policy order", dgx, config.Distributed, ids("3 4"), nil, 1, "3"},
+		{"no topology: policy order", l40s, config.Distributed, ids("0 1 2 3"), nil, 2, "0 1"},
+		{"replicas: policy order", shared, config.Distributed, ids("0::0 0::1 2::0 2::1 3::0"), nil, 2, "0::0 2::0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := preferred(tc.r, tc.policy, tc.available, tc.must, tc.size)
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestHealth: a device whose node disappears is sent Unhealthy, and
 // Healthy again when it is back.
 func TestHealth(t *testing.T) {

@@ -78,3 +78,40 @@ func TestNames(t *testing.T) {
 		t.Errorf("GPUMIGName = %q, %q", gpu.GPUMIGName(), mig.GPUMIGName())
 	}
 }
+
+func TestXIDEvent(t *testing.T) {
+	p, err := LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := p.Host()
+	gpu0, mig0 := h.Devices()[0], h.Devices()[4] // GPU 0; GPU 4's first MIG device
+	for _, tc := range []struct {
+		name     string
+		ev       XIDEvent
+		critical bool
+		concerns []Device
+		not      []Device
+	}{
+		{"whole GPU, critical", XIDEvent{GPU: gpu0.GPU.UUID, GI: -1, CI: -1, XID: 79}, true, []Device{gpu0}, []Device{mig0}},
+		{"application fault", XIDEvent{GPU: gpu0.GPU.UUID, GI: -1, CI: -1, XID: 13}, false, []Device{gpu0}, nil},
+		{"MIG device", XIDEvent{GPU: mig0.GPU.UUID, GI: mig0.MIG.GI, CI: mig0.MIG.CI, XID: 48}, true, []Device{mig0, {GPU: mig0.GPU, Ordinal: -1}}, []Device{gpu0, h.Devices()[5]}},
+		{"whole MIG GPU", XIDEvent{GPU: mig0.GPU.UUID, GI: -1, CI: -1, XID: 48}, true, []Device{mig0, h.Devices()[5]}, []Device{gpu0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ev.Critical() != tc.critical {
+				t.Errorf("XID %d critical = %v, want %v", tc.ev.XID, !tc.critical, tc.critical)
+			}
+			for _, d := range tc.concerns {
+				if !tc.ev.Concerns(d) {
+					t.Errorf("event does not concern %s", d)
+				}
+			}
+			for _, d := range tc.not {
+				if tc.ev.Concerns(d) {
+					t.Errorf("event concerns %s", d)
+				}
+			}
+		})
+	}
+}

@@ -24,8 +24,36 @@ type GPU struct {
 	// ComputeCapability is "major.minor", for example "8.0" for an A100.
 	ComputeCapability string `toml:"compute-capability" json:"computeCapability"`
 	MIGEnabled        bool   `toml:"mig" json:"migEnabled"`
+	// Distance is how far this GPU is from each GPU of the host, by GPU
+	// index, in NVML's topology levels (the Topology constants): 0 itself
+	// or the same board, 10 behind one PCIe switch, 20 behind several, 30
+	// the same host bridge, 40 the same NUMA node, 50 across sockets.
+	// Empty when the host does not say; then no GPU is closer than another.
+	Distance []int `toml:"distance,omitempty" json:"distance,omitempty"`
 	// MIG lists the MIG devices of a GPU with MIG enabled, in MIG index order.
 	MIG []MIGDevice `toml:"mig-device" json:"migDevices,omitempty"`
+}
+
+// NVML's topology levels (nvmlGpuTopologyLevel_t), the values of
+// GPU.Distance: the closest common ancestor of two GPUs.
+const (
+	TopologyInternal   = 0
+	TopologySingle     = 10
+	TopologyMultiple   = 20
+	TopologyHostBridge = 30
+	TopologyNUMANode   = 40
+	TopologySystem     = 50
+)
+
+// Distance returns how far GPUs a and b (by index) are apart, or 0 when
+// the host does not say.
+func (h *Host) Distance(a, b int) int {
+	for _, g := range h.GPUs {
+		if g.Index == a && b >= 0 && b < len(g.Distance) {
+			return g.Distance[b]
+		}
+	}
+	return 0
 }
 
 // MIGDevice is one MIG instance (a compute instance inside a GPU instance).
@@ -83,6 +111,9 @@ func (h *Host) Validate() error {
 		if !g.MIGEnabled && len(g.MIG) > 0 {
 			return fmt.Errorf("GPU %d: has MIG devices but MIG is disabled", g.Index)
 		}
+		if err := h.validDistance(g); err != nil {
+			return err
+		}
 		migIdx := map[int]bool{}
 		for _, m := range g.MIG {
 			if m.UUID == "" {
@@ -95,6 +126,31 @@ func (h *Host) Validate() error {
 				return fmt.Errorf("GPU %d MIG device %d: index used twice", g.Index, m.Index)
 			}
 			uuids[m.UUID], migIdx[m.Index] = true, true
+		}
+	}
+	return nil
+}
+
+// validDistance checks g's distance list: one per GPU, 0 to itself, the
+// same both ways, known topology levels.
+func (h *Host) validDistance(g GPU) error {
+	if len(g.Distance) == 0 {
+		return nil
+	}
+	if len(g.Distance) != len(h.GPUs) {
+		return fmt.Errorf("GPU %d: distance has %d entries, want one per GPU (%d)", g.Index, len(g.Distance), len(h.GPUs))
+	}
+	for j, d := range g.Distance {
+		if d < TopologyInternal || d > TopologySystem || d%10 != 0 {
+			return fmt.Errorf("GPU %d: distance %d to GPU %d: want 0, 10, 20, 30, 40 or 50 (NVML topology levels)", g.Index, d, j)
+		}
+		if j == g.Index && d != TopologyInternal {
+			return fmt.Errorf("GPU %d: distance %d to itself: want 0", g.Index, d)
+		}
+		for _, o := range h.GPUs {
+			if o.Index == j && len(o.Distance) > 0 && len(o.Distance) > g.Index && o.Distance[g.Index] != d {
+				return fmt.Errorf("GPU %d: distance %d to GPU %d, but GPU %d says %d: distances must be the same both ways", g.Index, d, j, j, o.Distance[g.Index])
+			}
 		}
 	}
 	return nil

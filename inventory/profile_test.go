@@ -39,6 +39,10 @@ func TestProfileErrors(t *testing.T) {
 		{"bad syntax", "driver-version = \n", "line 1"},
 		{"no driver", "[[gpu]]\nuuid = \"GPU-1\"\n", "driver version is empty"},
 		{"duplicate uuid", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-1\"\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\n", "used twice"},
+		{"distance count", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [0]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [10, 0]\n", "want one per GPU"},
+		{"distance level", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [0, 15]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [15, 0]\n", "want 0, 10, 20"},
+		{"distance to itself", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [10, 10]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [10, 0]\n", "to itself: want 0"},
+		{"distance asymmetric", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [0, 10]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [20, 0]\n", "the same both ways"},
 		{"mig on non-mig", "driver-version = \"1\"\n[[gpu]]\nuuid = \"GPU-1\"\n[[gpu.mig-device]]\nuuid = \"MIG-1\"\n", "MIG is disabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

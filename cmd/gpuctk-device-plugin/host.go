@@ -38,6 +38,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, for the spec's mounts when the plugin sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /)"},
 		&cli.StringFlag{Name: "labels-dir", EnvVars: envVar("labels-dir"), Usage: "also write the node's GPU labels as a Node Feature Discovery feature file in `DIR` (its features.d), at start and at every config change"},
 		&cli.StringFlag{Name: "hook-dir", EnvVars: envVar("hook-dir"), Usage: "copy the gpuctk-hook beside this binary into `DIR` (a host folder mounted at the same path) and have the spec call it there: for a node where gpuctk runs only from its image"},
+		&cli.DurationFlag{Name: "xid-recovery", Value: 10 * time.Minute, EnvVars: envVar("xid-recovery"), Usage: "how long a device stays Unhealthy after its last critical XID event (0: until the plugin restarts)"},
 		&cli.DurationFlag{Name: "health-interval", Value: 10 * time.Second, EnvVars: envVar("health-interval"), Usage: "how often device nodes and MPS daemons are checked"},
 	}
 }
@@ -118,4 +119,21 @@ func installHook(dir string) error {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
 	return nil
+}
+
+// watchXIDs starts watching the GPUs' XID events through NVML, on a real
+// host only: a simulated one has no events.
+func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
+	if c.String("simulate") != "" {
+		return nil, nil
+	}
+	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	if err != nil {
+		return nil, err
+	}
+	root := cfg.CDI.DriverRoot
+	if c.IsSet("driver-root") {
+		root = c.String("driver-root")
+	}
+	return nvmlhost.WatchXIDs(c.Context, root)
 }

@@ -39,11 +39,22 @@ func run(c *cli.Context) error {
 		}
 		log.Info("installed gpuctk-hook", "dir", dir)
 	}
-	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c) },
+	opts := []deviceplugin.Option{
 		deviceplugin.WithKubeletDir(c.String("kubelet-dir")),
 		deviceplugin.WithCDIDir(c.String("cdi-dir")),
 		deviceplugin.WithConfigPath(c.String("config")),
 		deviceplugin.WithHealthInterval(c.Duration("health-interval")),
-		deviceplugin.WithLogger(log))
+		deviceplugin.WithXIDRecovery(c.Duration("xid-recovery")),
+		deviceplugin.WithLogger(log),
+	}
+	c.Context = ctx
+	// Without XID events the other health checks still run: say so, and
+	// serve, as NVIDIA's plugin does when the driver cannot deliver them.
+	if xids, err := watchXIDs(c); err != nil {
+		log.Warn("XID health checks off", "err", err)
+	} else if xids != nil {
+		opts = append(opts, deviceplugin.WithXIDEvents(xids))
+	}
+	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c) }, opts...)
 	return p.Run(ctx)
 }

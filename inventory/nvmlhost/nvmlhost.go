@@ -66,6 +66,7 @@ func (n *Source) Host() (*inventory.Host, error) {
 	if ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("NVML: GPU count: %w", ret)
 	}
+	devs := make([]nvml.Device, count)
 	for i := range count {
 		dev, ret := n.lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
@@ -75,13 +76,51 @@ func (n *Source) Host() (*inventory.Host, error) {
 		if err != nil {
 			return nil, fmt.Errorf("NVML: GPU %d: %w", i, err)
 		}
+		devs[i] = dev
 		h.GPUs = append(h.GPUs, *g)
+	}
+	if err := readDistances(h, devs); err != nil {
+		return nil, fmt.Errorf("NVML: %w", err)
 	}
 	h.Sort()
 	if err := h.Validate(); err != nil {
 		return nil, fmt.Errorf("NVML: %w", err)
 	}
 	return h, nil
+}
+
+// readDistances fills each GPU's distances to the others (devs and
+// h.GPUs in the same order) from their closest common ancestor in the
+// PCIe/NUMA tree. A driver or platform that cannot tell (NOT_SUPPORTED)
+// leaves every distance unknown: a partial matrix would rank GPUs wrongly.
+func readDistances(h *inventory.Host, devs []nvml.Device) error {
+	if len(devs) < 2 {
+		return nil // nothing to be closer to
+	}
+	dist := make([][]int, len(devs))
+	for i := range devs {
+		dist[i] = make([]int, len(devs))
+		for j := range devs {
+			if h.GPUs[j].Index >= len(devs) {
+				return nil // indices with gaps: no place to put them
+			}
+			if i == j {
+				continue
+			}
+			level, ret := devs[i].GetTopologyCommonAncestor(devs[j])
+			if errors.Is(ret, nvml.ERROR_NOT_SUPPORTED) {
+				return nil
+			}
+			if ret != nvml.SUCCESS {
+				return fmt.Errorf("GPU %d: topology to GPU %d: %w", h.GPUs[i].Index, h.GPUs[j].Index, ret)
+			}
+			dist[i][h.GPUs[j].Index] = int(level)
+		}
+	}
+	for i := range h.GPUs {
+		h.GPUs[i].Distance = dist[i]
+	}
+	return nil
 }
 
 // field names the value a failed NVML call was reading.

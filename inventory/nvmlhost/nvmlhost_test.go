@@ -39,6 +39,10 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 			}
 			return p, nvml.SUCCESS
 		}
+		// The mock has no topology; the fake library's tests cover it.
+		dev.GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+			return 0, nvml.ERROR_NOT_SUPPORTED
+		}
 		if specs, ok := mig[i]; ok {
 			dev.MigMode = nvml.DEVICE_MIG_ENABLE
 			addMIG(t, dev, specs)

@@ -121,6 +121,9 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 				fmt.Fprintf(w, "profile %d %d %d %d %d %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount, strings.Join(starts, ","))
 			}
 		}
+		if len(g.Distance) > 0 {
+			fmt.Fprintf(w, "topo %s\n", strings.Trim(fmt.Sprint(g.Distance), "[]"))
+		}
 		for _, m := range g.MIG {
 			gSlices, cSlices, err := slices(m.Profile)
 			if err != nil {
@@ -165,4 +168,28 @@ func MIGCapable(name string) bool {
 		}
 	}
 	return false
+}
+
+// EventsFile is the file the library reads events from, for the host file
+// hostFile.
+func EventsFile(hostFile string) string { return hostFile + ".events" }
+
+// AppendXID makes the library report XID xid on the GPU with index gpu
+// (on its MIG device gi/ci, or the whole GPU when gi is negative) to every
+// event set registered for critical XID events on it.
+func AppendXID(hostFile string, gpu int, xid uint64, gi, ci int) error {
+	line := fmt.Sprintf("xid %d %d\n", gpu, xid)
+	if gi >= 0 {
+		line = fmt.Sprintf("xid %d %d %d %d\n", gpu, xid, gi, ci)
+	}
+	f, err := os.OpenFile(EventsFile(hostFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	// One write of a whole line, so the library never reads half of it.
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -16,7 +16,14 @@
  *   gi <id> <profile> <start> <memory slices>
  *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
+ *   topo <level to GPU 0> <level to GPU 1> ...   (of the gpu line above)
  *
+ * Events: nvmlEventSetWait_v2 reads the file named by the host file's path
+ * plus ".events" from where the last wait of the set stopped, one event a
+ * line, "xid <gpu index> <xid> [<gi> <ci>]" (the GPU and compute instance
+ * of a MIG device; none: the whole GPU), and returns the first for a GPU
+ * registered for critical XID events; with none, it polls the file until
+ * the timeout and returns NVML_ERROR_TIMEOUT. Tests append lines.
  * A mig, slots, profile or gi line belongs to the gpu line above it. A
  * GPU instance holding a MIG device needs no gi line: its placement
  * follows from its id (see gi_place). A proc line is a compute process on
@@ -110,6 +117,7 @@ struct attributes {
 _Static_assert(sizeof(struct attributes) == 40, "nvmlDeviceAttributes_t layout");
 
 #define MAX_GPUS 64
+#define MAX_GPUS_TOPO 64
 #define MAX_SLOTS 16
 #define MAX_FAULTS 32
 #define MIG_OFF 0
@@ -128,6 +136,8 @@ struct device {
 	/* MIG devices only. */
 	unsigned int slot, gi, ci, gi_slices, ci_slices, sms;
 	struct device *mig;
+	/* GPUs: topology level to each GPU by index; ntopo 0: not known. */
+	unsigned int topo[MAX_GPUS_TOPO], ntopo;
 };
 typedef struct device *nvmlDevice_t;
 
@@ -315,6 +325,12 @@ static nvmlReturn_t save(void)
 		fprintf(f, "gpu %u %u %s %llu %d %d %s %s %s\n", g->index, g->minor, modes[g->mig_mode], g->memory_mib,
 			g->cc_major, g->cc_minor, g->uuid, g->bus_id, g->name);
 		fprintf(f, "slots %u\n", g->slots);
+		if (g->ntopo > 0) {
+			fprintf(f, "topo");
+			for (unsigned int t = 0; t < g->ntopo; t++)
+				fprintf(f, " %u", g->topo[t]);
+			fprintf(f, "\n");
+		}
 		for (unsigned int p = 0; p < MAX_PROFILES; p++) {
 			const struct profile *pr = &profiles[i][p];
 			if (!pr->present)
@@ -478,6 +494,20 @@ static nvmlReturn_t load(void)
 			x.present = 1;
 			x.gpu = g;
 			instances[g - gpus][x.id] = x;
+			continue;
+		}
+		if (strncmp(line, "topo ", 5) == 0) {
+			if (g == NULL) {
+				ret = bad_line(path, n, "topo line without a gpu line above it");
+				break;
+			}
+			char *p = line + 5, *end;
+			g->ntopo = 0;
+			for (unsigned long v = strtoul(p, &end, 10); end != p && g->ntopo < MAX_GPUS_TOPO;
+			     v = strtoul(p, &end, 10)) {
+				g->topo[g->ntopo++] = (unsigned int)v;
+				p = end;
+			}
 			continue;
 		}
 		if (strncmp(line, "proc ", 5) == 0) {
@@ -1195,4 +1225,171 @@ EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t ci, stru
 			info->profile_id = p;
 	info->placement = (struct placement){0, m->ci_slices};
 	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, unsigned int *level)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	if (init_count == 0)
+		ret = NVML_ERROR_UNINITIALIZED;
+	else if (!valid(a) || !valid(b) || a->is_mig || b->is_mig || level == NULL)
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else if ((ret = injected(__func__, a)) == NVML_SUCCESS) {
+		if (b->index >= a->ntopo)
+			ret = NVML_ERROR_NOT_SUPPORTED;
+		else
+			*level = a->topo[b->index];
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+/* Events. */
+#define EVENT_XID_CRITICAL 8ULL
+#define MAX_SETS 8
+
+/* nvmlEventData_t. */
+struct event_data {
+	nvmlDevice_t device;
+	unsigned long long type;
+	unsigned long long data;
+	unsigned int gi, ci;
+};
+_Static_assert(sizeof(struct event_data) == 32, "nvmlEventData_t layout");
+
+struct event_set {
+	int used;
+	unsigned long long types[MAX_GPUS];
+	long offset; /* how far the events file has been read */
+};
+typedef struct event_set *nvmlEventSet_t;
+static struct event_set sets[MAX_SETS];
+
+EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+	if (init_count == 0)
+		ret = NVML_ERROR_UNINITIALIZED;
+	else if (set == NULL)
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else if ((ret = injected(__func__, NULL)) == NVML_SUCCESS) {
+		ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+		for (int i = 0; i < MAX_SETS; i++)
+			if (!sets[i].used) {
+				memset(&sets[i], 0, sizeof sets[i]);
+				sets[i].used = 1;
+				/* Only events after the set's creation are seen. */
+				char events[4200];
+				snprintf(events, sizeof events, "%s.events", host_path);
+				FILE *f = fopen(events, "r");
+				if (f) {
+					fseek(f, 0, SEEK_END);
+					sets[i].offset = ftell(f);
+					fclose(f);
+				}
+				*set = &sets[i];
+				ret = NVML_SUCCESS;
+				break;
+			}
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+static int valid_set(const struct event_set *s)
+{
+	return s >= sets && s < sets + MAX_SETS && s->used;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *types)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	if (init_count == 0)
+		ret = NVML_ERROR_UNINITIALIZED;
+	else if (!valid(device) || types == NULL)
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else if ((ret = injected(__func__, device)) == NVML_SUCCESS)
+		*types = EVENT_XID_CRITICAL;
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types, nvmlEventSet_t set)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	if (init_count == 0)
+		ret = NVML_ERROR_UNINITIALIZED;
+	else if (!valid(device) || device->is_mig || !valid_set(set))
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else if ((ret = injected(__func__, device)) == NVML_SUCCESS) {
+		if (types & ~EVENT_XID_CRITICAL)
+			ret = NVML_ERROR_NOT_SUPPORTED;
+		else
+			set->types[device - gpus] |= types;
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+/* next_event reads the set's next registered event; 1 when there was one. */
+static int next_event(struct event_set *set, struct event_data *out)
+{
+	char events[4200], line[256];
+	snprintf(events, sizeof events, "%s.events", host_path);
+	FILE *f = fopen(events, "r");
+	if (f == NULL)
+		return 0;
+	int found = 0;
+	fseek(f, set->offset, SEEK_SET);
+	/* Only whole lines: a test may be halfway through writing one. */
+	while (!found && fgets(line, sizeof line, f) && strchr(line, '\n')) {
+		set->offset = ftell(f);
+		unsigned int gpu, gi = 0xFFFFFFFFu, ci = 0xFFFFFFFFu;
+		unsigned long long xid;
+		if (sscanf(line, "xid %u %llu %u %u", &gpu, &xid, &gi, &ci) < 2) {
+			fprintf(stderr, "fakenvml: %s: bad event line: %s", events, line);
+			continue;
+		}
+		for (unsigned int i = 0; i < ngpus; i++)
+			if (gpus[i].index == gpu && (set->types[i] & EVENT_XID_CRITICAL)) {
+				*out = (struct event_data){&gpus[i], EVENT_XID_CRITICAL, xid, gi, ci};
+				found = 1;
+			}
+	}
+	fclose(f);
+	return found;
+}
+
+EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, struct event_data *data, unsigned int timeout_ms)
+{
+	for (unsigned int waited = 0;; waited += 10) {
+		pthread_mutex_lock(&lock);
+		nvmlReturn_t ret = NVML_ERROR_TIMEOUT;
+		if (init_count == 0)
+			ret = NVML_ERROR_UNINITIALIZED;
+		else if (!valid_set(set) || data == NULL)
+			ret = NVML_ERROR_INVALID_ARGUMENT;
+		else if ((ret = injected(__func__, NULL)) == NVML_SUCCESS)
+			ret = next_event(set, data) ? NVML_SUCCESS : NVML_ERROR_TIMEOUT;
+		pthread_mutex_unlock(&lock);
+		if (ret != NVML_ERROR_TIMEOUT || waited >= timeout_ms)
+			return ret;
+		usleep(10000);
+	}
+}
+
+EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	if (!valid_set(set))
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else
+		set->used = 0;
+	pthread_mutex_unlock(&lock);
+	return ret;
 }

@@ -1,0 +1,168 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakenvml"
+)
+
+// registrar stands in for the kubelet's registration service.
+type registrar struct {
+	pb.UnimplementedRegistrationServer
+	mu        sync.Mutex
+	endpoints map[string]string
+}
+
+func (r *registrar) Register(_ context.Context, req *pb.RegisterRequest) (*pb.Empty, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.endpoints[req.ResourceName] = req.Endpoint
+	return &pb.Empty{}, nil
+}
+
+var (
+	pluginOnce sync.Once
+	pluginErr  error
+)
+
+// pluginBin builds gpuctk-device-plugin beside the other binaries, once
+// (TestMain builds only the three that most tests run).
+func pluginBin(t *testing.T) string {
+	t.Helper()
+	pluginOnce.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		cmd := exec.Command("go", "build", "-o", bin("gpuctk-device-plugin"), "./cmd/gpuctk-device-plugin")
+		cmd.Dir = filepath.Dir(filepath.Dir(file))
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			pluginErr = fmt.Errorf("build gpuctk-device-plugin: %v\n%s", err, out)
+		}
+	})
+	if pluginErr != nil {
+		t.Fatal(pluginErr)
+	}
+	return bin("gpuctk-device-plugin")
+}
+
+// TestNVMLXIDHealth runs the shipped device plugin on its NVML path (the
+// fake libnvidia-ml.so.1 in a fake driver root) and injects XID events
+// through the library: an application XID (13) leaves the GPU Healthy, a
+// critical one (79, fallen off the bus) makes ListAndWatch send it
+// Unhealthy, and it is sent Healthy again after --xid-recovery.
+func TestNVMLXIDHealth(t *testing.T) {
+	p, err := inventory.LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, hostFile := nvmlRoot(t, p)
+	kubeletDir, cdiDir := t.TempDir(), t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", filepath.Join(kubeletDir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &registrar{endpoints: map[string]string{}}
+	srv := grpc.NewServer()
+	pb.RegisterRegistrationServer(srv, reg)
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	cmd := exec.Command(pluginBin(t), "--config", cfg, "--driver-root", root,
+		"--kubelet-dir", kubeletDir, "--cdi-dir", cdiDir, "--health-interval", "100ms", "--xid-recovery", "2s")
+	cmd.Env = append(os.Environ(), fakenvml.EnvVar+"="+hostFile)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("plugin log:\n%s", logs.String())
+		}
+	}()
+
+	var endpoint string
+	for deadline := time.Now().Add(20 * time.Second); endpoint == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		reg.mu.Lock()
+		endpoint = reg.endpoints["nvidia.com/gpu"]
+		reg.mu.Unlock()
+	}
+	if endpoint == "" {
+		t.Fatal("nvidia.com/gpu was not registered")
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(kubeletDir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := pb.NewDevicePluginClient(conn).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// health reads ListAndWatch until GPU 2's health is want, and returns
+	// the health of every device then.
+	health := func(want string) map[string]string {
+		t.Helper()
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				t.Fatalf("waiting for GPU 2 %s: %v", want, err)
+			}
+			out := map[string]string{}
+			for _, d := range resp.Devices {
+				out[d.ID] = d.Health
+			}
+			if out["2"] == want {
+				return out
+			}
+		}
+	}
+	if h := health(pb.Healthy); len(h) != 8 {
+		t.Fatalf("ListAndWatch sent %d devices, want 8: %v", len(h), h)
+	}
+	// Events are delivered in order: by the time the critical one on GPU 2
+	// shows, the application one on GPU 1 has been seen.
+	if err := fakenvml.AppendXID(hostFile, 1, 13, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := fakenvml.AppendXID(hostFile, 2, 79, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	h := health(pb.Unhealthy)
+	t.Logf("critical XID to Unhealthy: %v", time.Since(start).Round(time.Millisecond))
+	for id, s := range h {
+		if id != "2" && s != pb.Healthy {
+			t.Errorf("device %s is %s after XIDs on GPUs 1 (application) and 2: want Healthy", id, s)
+		}
+	}
+	health(pb.Healthy)
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("GPU 2 Healthy again after %v, before --xid-recovery 2s", d)
+	}
+	if !strings.Contains(logs.String(), "application XID") {
+		t.Errorf("the application XID was not logged")
+	}
+}
