@@ -175,6 +175,9 @@ func Apply(changes []Change) error {
 		// A file removed is one gpuctk made and nobody changed (see
 		// Plan): nothing of the user's to keep.
 		if c.Backup && c.Data != nil {
+			if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
+				return fmt.Errorf("write %s: %w", c.Path, err)
+			}
 			if err := backup(c.Path); err != nil {
 				return fmt.Errorf("back up %s: %w", c.Path, err)
 			}
