@@ -170,11 +170,30 @@ func TestCrio(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		setAsDefault bool
-	}{{"default", true}, {"missing", false}} {
+		note         string // in the note: what the user must add
+	}{
+		{"default", true, "restart CRI-O"},
+		// Drop-ins make crun the default and change its monitor: the
+		// runtime copies crun as CRI-O reads it, not the main file's runc.
+		{"drop-ins", false, "restart CRI-O"},
+		{"missing", false, "add monitor_path and runtime_root to [crio.runtime.runtimes.nvidia]"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, in := setup(t, "crio", tt.name, "crio.conf", etc)
+			others, _ := filepath.Glob(filepath.Join("testdata", "crio", tt.name, "crio.conf.d", "*"))
+			for _, f := range others {
+				data, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.MkdirAll(filepath.Join(dir, "crio.conf.d"), 0o755)
+				os.WriteFile(filepath.Join(dir, "crio.conf.d", filepath.Base(f)), data, 0o644)
+			}
 			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault,
 				Config: filepath.Join(dir, "crio.conf"), DropIn: filepath.Join(dir, "crio.conf.d", "99-gpuctk.conf")}
+			if _, note, err := Plan("crio", o, false); err != nil || !strings.Contains(note, tt.note) {
+				t.Errorf("note %q (%v), want it to say %q", note, err, tt.note)
+			}
 			apply(t, "crio", o, false)
 			dropIn := readOrNil(t, o.DropIn)
 			golden(t, dropIn, dir, etc, filepath.Join("testdata", "crio", tt.name, "99-gpuctk.golden.conf"))
