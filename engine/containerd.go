@@ -27,6 +27,26 @@ const (
 	markEntry = " # gpuctk runtime configure added "
 )
 
+// Markers of the block and lines that configure puts into a main config of
+// version 1 or 2, so that uninstall (and the next configure) takes back
+// exactly those bytes and nothing the user wrote.
+const (
+	blockBegin   = "# >>> gpuctk runtime configure: `gpuctk runtime configure --uninstall` removes this block"
+	blockEnd     = "# <<< gpuctk runtime configure"
+	markDefault  = " # gpuctk runtime configure set the default"
+	markReplaced = " # gpuctk runtime configure replaced: "
+	createdLine  = "# Written by `gpuctk runtime configure --runtime containerd`; `--uninstall` removes it.\n"
+)
+
+// containerd configures containerd. containerd 1.7 merges an imported file
+// a whole plugin section at a time: a drop-in's CRI table replaces the
+// main config's, and with it every later edit there (the sandbox image, a
+// registry mirror). containerd 2.x merges deeply. So a main config of
+// version 1 or 2 (read by 1.7, and migrated by 2.x) gets the runtime in a
+// marked block of its own, and one of version 3 (2.x only) a drop-in with
+// only the runtime. The version of the file decides, not the installed
+// binary: a host upgraded from 1.7 to 2.x keeps a working config, and
+// configure needs no containerd on PATH.
 func containerd(o Options, uninstall bool) ([]Change, error) {
 	mainData, err := readFile(o.Config)
 	if err != nil {
@@ -41,49 +61,205 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		return nil, err
 	}
 	glob := filepath.Join(filepath.Dir(o.DropIn), "*"+filepath.Ext(o.DropIn))
+	// Ours taken out first: what configure computes from what is left
+	// is the same each run, and uninstall leaves the user's bytes.
+	bare, at, err := removeOurs(mainData, glob)
+	if err != nil {
+		return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
+	}
 	if uninstall {
-		newMain, err := removeImport(mainData, glob)
+		return slices.Concat(change(o.DropIn, oldDropIn, nil, false), change(o.Config, mainData, bare, true)), nil
+	}
+	if tomlInt(main["version"]) <= 2 {
+		newMain, err := inPlace(o, bare, at)
 		if err != nil {
-			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
-		}
-		if newMain == nil && mainData != nil {
-			newMain = []byte{} // an empty config stays, empty
-		}
-		if mainData != nil && bytes.Equal(newMain, createdMain(glob)) {
-			newMain = nil
+			return nil, err
 		}
 		return slices.Concat(change(o.DropIn, oldDropIn, nil, false), change(o.Config, mainData, newMain, true)), nil
 	}
 
-	version := 2
-	if mainData != nil && tomlInt(main["version"]) <= 1 {
-		// containerd 1.7 merges files before it looks at versions: a
-		// version 2 drop-in would turn a version 1 main config into an
-		// unreadable version 2 one. containerd 2.x migrates either.
-		version = 1
-	}
-	dropIn, err := containerdDropIn(o, main, version)
+	dropIn, err := containerdDropIn(o, main, tomlInt(main["version"]))
 	if err != nil {
 		return nil, err
 	}
 	newMain := mainData
-	switch {
-	case mainData == nil:
-		newMain = createdMain(glob)
-	case !imports(main, o.Config, o.DropIn):
+	if !imports(main, o.Config, o.DropIn) {
 		if newMain, err = addImport(mainData, glob); err != nil {
 			return nil, fmt.Errorf("containerd config %s: %w: add imports = [%q] to it by hand", o.Config, err, glob)
 		}
 	}
-	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, mainData != nil)), nil
+	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, true)), nil
 }
 
-// containerdDropIn writes the drop-in: the runtime, a copy of the default
-// runc runtime with gpuctk-runtime as its binary, and the default runtime;
-// in a config version containerd 1.7 reads, inside a copy of the main
-// config's whole CRI section.
-func containerdDropIn(o Options, main map[string]any, version int) ([]byte, error) {
-	ctrd := table(main, append(criPath(tomlInt(main["version"])), "containerd")...)
+// removeOurs takes out of a main config what configure put there: the
+// block, the default runtime line (giving back the line it replaced), the
+// import of the drop-in; a config that configure wrote whole goes (nil).
+// at is where the block was (-1: nowhere), for the next configure to put
+// it back there: the user may have written after it.
+func removeOurs(data []byte, glob string) (bare []byte, at int, err error) {
+	if data == nil {
+		return nil, -1, nil
+	}
+	head, tail, at := data, []byte{}, -1
+	if i := bytes.Index(data, []byte(blockBegin)); i >= 0 {
+		j := bytes.Index(data[i:], []byte(blockEnd+"\n"))
+		if j < 0 {
+			return nil, -1, fmt.Errorf("the block of gpuctk's that begins at byte %d has no end line %q: remove the block by hand", i, blockEnd)
+		}
+		start := i
+		if start > 0 && data[start-1] == '\n' && (start < 2 || data[start-2] == '\n') {
+			start-- // the blank line configure put before it
+		}
+		head, tail = data[:start], data[i+j+len(blockEnd)+1:]
+	}
+	head, err = removeImport(unmark(head), glob)
+	if err != nil {
+		return nil, -1, err
+	}
+	if bytes.Contains(data, []byte(blockBegin)) {
+		at = len(head)
+	}
+	bare = append(append([]byte{}, head...), unmark(tail)...) // an empty config stays, empty
+	if bytes.Equal(bare, []byte(createdLine+"version = 2\n")) || bytes.Equal(bare, createdMain(glob)) {
+		return nil, -1, nil
+	}
+	return bare, at, nil
+}
+
+// unmark takes out the default runtime lines of configure's, giving back
+// the lines they replaced.
+func unmark(data []byte) []byte {
+	out := make([]byte, 0, len(data)) // an empty config stays, empty
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		switch {
+		case bytes.Contains(line, []byte(markDefault)):
+			continue
+		case bytes.Contains(line, []byte(markReplaced)):
+			i := bytes.Index(line, []byte(markReplaced))
+			line = line[i+len(markReplaced):]
+		}
+		out = append(out, line...)
+	}
+	return out
+}
+
+// inPlace adds the runtime to a main config of version 1 or 2 (none: a new
+// one of version 2): a marked block at its end (or at, where it was), and
+// with SetAsDefault the default runtime's line, set where the config has
+// one.
+func inPlace(o Options, bare []byte, at int) ([]byte, error) {
+	out := bare
+	if out == nil {
+		out = []byte(createdLine + "version = 2\n")
+	}
+	var main map[string]any
+	if err := toml.Unmarshal(out, &main); err != nil {
+		return nil, fmt.Errorf("containerd config %s: %w", o.Config, tomlerr.Line(err))
+	}
+	cri := criPath(tomlInt(main["version"]))
+	ctrd := table(main, append(cri, "containerd")...)
+	runtimes, hadRuntimes := ctrd["runtimes"].(map[string]any)
+	if _, ok := runtimes[o.Name]; ok {
+		return nil, fmt.Errorf("containerd config %s already has a runtime %q that gpuctk did not write: remove it, or name gpuctk's otherwise with --runtime-name", o.Config, o.Name)
+	}
+	rt := runtimeOf(o, ctrd)
+	var block bytes.Buffer
+	block.WriteString("\n" + blockBegin + "\n")
+	inBlock := false
+	if o.SetAsDefault {
+		var err error
+		if _, inBlock, err = setDefaultLine(out, append(cri, "containerd"), o.Name); err != nil {
+			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
+		}
+		if inBlock {
+			if err := writeTable(&block, append(cri[:len(cri):len(cri)], "containerd"), map[string]any{"default_runtime_name": o.Name}, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := writeTable(&block, append(cri[:len(cri):len(cri)], "containerd", "runtimes", o.Name), rt, ""); err != nil {
+		return nil, err
+	}
+	if !hadRuntimes && o.Name != "runc" {
+		// A runtimes table of the config's own replaces containerd's
+		// built-in one, and with it the runc the default runtime names.
+		block.WriteString("\n")
+		if err := writeTable(&block, append(cri[:len(cri):len(cri)], "containerd", "runtimes", "runc"), map[string]any{"runtime_type": runcShim}, ""); err != nil {
+			return nil, err
+		}
+	}
+	block.WriteString(blockEnd + "\n")
+	if at < 0 || at > len(out) {
+		if len(out) > 0 && out[len(out)-1] != '\n' {
+			out = append(slices.Clip(out), '\n')
+		}
+		at = len(out)
+	}
+	out = slices.Concat(out[:at], block.Bytes(), out[at:])
+	if o.SetAsDefault && !inBlock {
+		var err error
+		if out, _, err = setDefaultLine(out, append(cri, "containerd"), o.Name); err != nil {
+			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
+		}
+	}
+	var check map[string]any
+	if err := toml.Unmarshal(out, &check); err != nil {
+		return nil, fmt.Errorf("containerd config %s: with the runtime added it would not be TOML (%w): add the runtime %q by hand", o.Config, tomlerr.Line(err), o.Name)
+	}
+	return out, nil
+}
+
+// setDefaultLine points the default_runtime_name of the table at path to
+// name: in place of the line the config has (kept after a marker), else as
+// a line after the table's header; inBlock when the config has neither, and
+// the block must carry it.
+func setDefaultLine(data []byte, path []string, name string) (out []byte, inBlock bool, err error) {
+	line := "default_runtime_name = " + strconv.Quote(name)
+	p := &unstable.Parser{}
+	p.Reset(data)
+	var current []string
+	header := -1
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			current = keyPath(e.Key())
+			if e.Kind == unstable.Table && slices.Equal(current, path) {
+				header = lineEnd(data, int(e.Raw.Offset))
+			}
+		case unstable.KeyValue:
+			full := append(slices.Clip(current), keyPath(e.Key())...)
+			if !slices.Equal(full, append(slices.Clip(path), "default_runtime_name")) {
+				continue
+			}
+			start := bytes.LastIndexByte(data[:e.Raw.Offset], '\n') + 1
+			end := lineEnd(data, int(e.Raw.Offset))
+			indent := data[start:e.Raw.Offset]
+			old := data[start:end]
+			return slices.Concat(data[:start], indent, []byte(line+markReplaced), old, data[end:]), false, nil
+		}
+	}
+	if err := p.Error(); err != nil {
+		return nil, false, err
+	}
+	if header < 0 {
+		return data, true, nil
+	}
+	at := min(header+1, len(data))
+	return slices.Concat(data[:at], []byte("  "+line+markDefault+"\n"), data[at:]), false, nil
+}
+
+func keyPath(it unstable.Iterator) []string {
+	var k []string
+	for it.Next() {
+		k = append(k, string(it.Node().Data))
+	}
+	return k
+}
+
+// runtimeOf is the runtime: a copy of the default runc runtime (else
+// runc) with gpuctk-runtime as its binary.
+func runtimeOf(o Options, ctrd map[string]any) map[string]any {
 	runtimes := table(ctrd, "runtimes")
 	base := map[string]any{}
 	if def, _ := ctrd["default_runtime_name"].(string); def != "" && def != o.Name && isRunc(runtimes, def) {
@@ -105,42 +281,23 @@ func containerdDropIn(o Options, main map[string]any, version int) ([]byte, erro
 	opts, _ := rt["options"].(map[string]any)
 	if opts == nil {
 		opts = map[string]any{}
+	} else {
+		opts = deepCopy(opts)
 	}
 	opts["BinaryName"] = o.Path
 	rt["options"] = opts
+	return rt
+}
 
+// containerdDropIn writes the drop-in of a version 3 config: only what
+// gpuctk adds, which containerd 2.x merges deeply into the main config.
+func containerdDropIn(o Options, main map[string]any, version int) ([]byte, error) {
 	cri := criPath(version)
+	rt := runtimeOf(o, table(main, append(cri, "containerd")...))
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Written by `gpuctk runtime configure --runtime containerd`: containers of the runtime %q\n", o.Name)
 	fmt.Fprintf(&b, "# get the GPUs they ask for through gpuctk-runtime. `--uninstall` removes this file.\n")
 	fmt.Fprintf(&b, "version = %d\n", version)
-	if mainVersion := tomlInt(main["version"]); version <= 2 && mainVersion <= 2 {
-		// containerd 1.7 merges imports a whole plugin section at a time:
-		// the drop-in's CRI section replaces the main config's. Carry all
-		// of it, with the runtime added. (containerd 2.x merges deeply,
-		// where the copy changes nothing.)
-		full := deepCopy(table(main, criPath(mainVersion)...))
-		ctrd := subTable(full, "containerd")
-		runtimes, had := ctrd["runtimes"].(map[string]any)
-		if !had {
-			// Without runtimes of its own, the main config has
-			// containerd's default runc, which ours would replace.
-			runtimes = map[string]any{}
-			ctrd["runtimes"] = runtimes
-			if o.Name != "runc" {
-				runtimes["runc"] = map[string]any{"runtime_type": runcShim}
-			}
-		}
-		runtimes[o.Name] = rt
-		if o.SetAsDefault {
-			ctrd["default_runtime_name"] = o.Name
-		}
-		b.WriteString("\n")
-		if err := writeTable(&b, cri, full, ""); err != nil {
-			return nil, err
-		}
-		return b.Bytes(), nil
-	}
 	if o.SetAsDefault {
 		b.WriteString("\n")
 		if err := writeTable(&b, append(cri[:len(cri):len(cri)], "containerd"), map[string]any{"default_runtime_name": o.Name}, ""); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
@@ -72,8 +73,13 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 	case "crio":
 		setDefault(&o.Config, CrioConfig)
 		setDefault(&o.DropIn, CrioDropIn)
-		changes, err = crio(o, uninstall)
+		var missing []string
+		changes, missing, err = crio(o, uninstall)
 		note = "restart CRI-O to load it (systemctl restart crio)"
+		if len(missing) > 0 {
+			note = fmt.Sprintf("the default runtime has no %s in %s or its drop-ins: add %s to [crio.runtime.runtimes.%s] in %s as your default runtime has them, then %s",
+				strings.Join(missing, " or "), o.Config, strings.Join(missing, " and "), o.Name, o.DropIn, note)
+		}
 	case "docker":
 		if o.DropIn != "" {
 			return nil, "", fmt.Errorf("docker reads no drop-in files: --drop-in is for containerd and CRI-O; docker's runtime goes in --config (default %s)", DockerConfig)
@@ -175,6 +181,9 @@ func Apply(changes []Change) error {
 		// A file removed is one gpuctk made and nobody changed (see
 		// Plan): nothing of the user's to keep.
 		if c.Backup && c.Data != nil {
+			if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
+				return fmt.Errorf("write %s: %w", c.Path, err)
+			}
 			if err := backup(c.Path); err != nil {
 				return fmt.Errorf("back up %s: %w", c.Path, err)
 			}

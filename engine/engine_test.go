@@ -100,14 +100,17 @@ func TestContainerd(t *testing.T) {
 		name         string
 		setAsDefault bool
 		mainChanges  bool
+		dropIn       bool // version 3: a drop-in; else a block in the main config
 	}{
-		{"v2-1.7-default", false, true},
-		{"v2-imports", true, true},
-		{"v3", true, true},
-		{"v4-2.4-default", false, false},
-		{"v1", false, true},
-		{"missing", false, true},
-		{"empty", false, true},
+		{"v2-1.7-default", false, true, false},
+		{"v2-1.7-default-set", true, true, false},
+		{"v2-imports", true, true, false},
+		{"v2-default-line", true, true, false},
+		{"v3", true, true, true},
+		{"v4-2.4-default", false, false, true},
+		{"v1", false, true, false},
+		{"missing", false, true, false},
+		{"empty", false, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +121,11 @@ func TestContainerd(t *testing.T) {
 
 			dropIn := readOrNil(t, o.DropIn)
 			main := readOrNil(t, o.Config)
-			golden(t, dropIn, dir, etc, filepath.Join("testdata", "containerd", tt.name, "99-gpuctk.golden.toml"))
+			if tt.dropIn {
+				golden(t, dropIn, dir, etc, filepath.Join("testdata", "containerd", tt.name, "99-gpuctk.golden.toml"))
+			} else if dropIn != nil {
+				t.Errorf("a drop-in for a version 1 or 2 config, which containerd 1.7 would let replace the main config's CRI section:\n%s", dropIn)
+			}
 			golden(t, main, dir, etc, filepath.Join("testdata", "containerd", tt.name, "config.golden.toml"))
 			if got := !bytes.Equal(main, in); got != tt.mainChanges {
 				t.Errorf("main config changed: %v, want %v", got, tt.mainChanges)
@@ -127,7 +134,7 @@ func TestContainerd(t *testing.T) {
 			if err := toml.Unmarshal(main, &m); err != nil {
 				t.Fatalf("main config is not TOML: %v", err)
 			}
-			if !imports(m, o.Config, o.DropIn) {
+			if tt.dropIn && !imports(m, o.Config, o.DropIn) {
 				t.Error("main config does not import the drop-in")
 			}
 			var d struct {
@@ -163,11 +170,30 @@ func TestCrio(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		setAsDefault bool
-	}{{"default", true}, {"missing", false}} {
+		note         string // in the note: what the user must add
+	}{
+		{"default", true, "restart CRI-O"},
+		// Drop-ins make crun the default and change its monitor: the
+		// runtime copies crun as CRI-O reads it, not the main file's runc.
+		{"drop-ins", false, "restart CRI-O"},
+		{"missing", false, "add monitor_path and runtime_root to [crio.runtime.runtimes.nvidia]"},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, in := setup(t, "crio", tt.name, "crio.conf", etc)
+			others, _ := filepath.Glob(filepath.Join("testdata", "crio", tt.name, "crio.conf.d", "*"))
+			for _, f := range others {
+				data, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.MkdirAll(filepath.Join(dir, "crio.conf.d"), 0o755)
+				os.WriteFile(filepath.Join(dir, "crio.conf.d", filepath.Base(f)), data, 0o644)
+			}
 			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault,
 				Config: filepath.Join(dir, "crio.conf"), DropIn: filepath.Join(dir, "crio.conf.d", "99-gpuctk.conf")}
+			if _, note, err := Plan("crio", o, false); err != nil || !strings.Contains(note, tt.note) {
+				t.Errorf("note %q (%v), want it to say %q", note, err, tt.note)
+			}
 			apply(t, "crio", o, false)
 			dropIn := readOrNil(t, o.DropIn)
 			golden(t, dropIn, dir, etc, filepath.Join("testdata", "crio", tt.name, "99-gpuctk.golden.conf"))

@@ -15,7 +15,17 @@ import (
 type Env struct {
 	Stdin  io.Reader
 	Stderr io.Writer
-	state  *state
+	// Debug adds what the hook does to Stderr; Quiet leaves only
+	// failures there. Runtimes keep a hook's stderr in their log.
+	Debug, Quiet bool
+	state        *state
+}
+
+// debugf writes a debug line when asked for.
+func (e *Env) debugf(format string, args ...any) {
+	if e.Debug {
+		fmt.Fprintf(e.Stderr, "gpuctk-hook: debug: "+format+"\n", args...)
+	}
 }
 
 type state struct {

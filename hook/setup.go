@@ -66,11 +66,13 @@ func Setup(e *Env, o SetupOptions) error {
 	}
 	defer unlock()
 	s := &setup{env: e, root: root, c: c}
+	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
 		if err := s.symlink(target, link); err != nil {
 			return err
 		}
+		e.debugf("link %s -> %s", link, target)
 	}
 	if len(o.Folders) == 0 {
 		return nil
@@ -80,6 +82,7 @@ func Setup(e *Env, o SetupOptions) error {
 	if len(o.Libraries) > 0 {
 		err := s.mergeCache(o.Libraries)
 		if err == nil {
+			e.debugf("merged %d libraries into the image's linker cache", len(o.Libraries))
 			return nil
 		}
 		if !errors.As(err, &why) {
@@ -89,6 +92,7 @@ func Setup(e *Env, o SetupOptions) error {
 	if o.Ldconfig == "" {
 		o.Ldconfig = DefaultLdconfig
 	}
+	e.debugf("running %s for %v", o.Ldconfig, o.Folders)
 	if err := s.updateCache(o.Ldconfig, o.Folders, o.Limits.withDefaults()); err != nil {
 		if why != nil && !why.missing {
 			return fmt.Errorf("%w; rebuilding it: %w", why, err)
@@ -109,6 +113,9 @@ type setup struct {
 }
 
 func (s *setup) warn(format string, args ...any) {
+	if s.env.Quiet {
+		return
+	}
 	fmt.Fprintf(s.env.Stderr, "gpuctk-hook: warning: "+format+"\n", args...)
 }
 

@@ -17,6 +17,7 @@ import (
 type logger struct {
 	sinks []*sink
 	debug bool
+	quiet bool // errors only
 }
 
 type sink struct {
@@ -34,8 +35,8 @@ type sink struct {
 // values from config.json, which the image controls.
 const maxMessage = 4096
 
-func newLogger(ownFile string, inv invocation) *logger {
-	l := &logger{debug: inv.debug}
+func newLogger(ownFile string, inv invocation, level string) *logger {
+	l := &logger{debug: inv.debug || level == "debug", quiet: level == "error"}
 	if ownFile != "" {
 		l.sinks = append(l.sinks, &sink{path: ownFile, own: true})
 	}
@@ -51,7 +52,12 @@ func (l *logger) Debugf(format string, a ...any) {
 	}
 }
 
-func (l *logger) Infof(format string, a ...any)  { l.write("info", format, a...) }
+func (l *logger) Infof(format string, a ...any) {
+	if !l.quiet {
+		l.write("info", format, a...)
+	}
+}
+
 func (l *logger) Errorf(format string, a ...any) { l.write("error", format, a...) }
 
 func (l *logger) write(level, format string, a ...any) {
@@ -120,4 +126,34 @@ func (s *sink) open() (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// LogLevelFromEnv reads the log level from GPUCTK_LOG_LEVEL (debug, info,
+// error), else GPUCTK_DEBUG or GPUCTK_QUIET set to a true value: the
+// runtime is started by an engine with fixed arguments, and runc's flags
+// are runc's, so the environment is where a user can ask. "" when none
+// is set.
+func LogLevelFromEnv(getenv func(string) string) (string, error) {
+	if v := getenv("GPUCTK_LOG_LEVEL"); v != "" {
+		for _, l := range LogLevels {
+			if v == l {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("GPUCTK_LOG_LEVEL=%q is not a log level: use debug, info or error (ignored)", v)
+	}
+	for _, e := range []struct{ name, level string }{{"GPUCTK_DEBUG", "debug"}, {"GPUCTK_QUIET", "error"}} {
+		v := getenv(e.name)
+		if v == "" {
+			continue
+		}
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return "", fmt.Errorf("%s=%q is not true or false (ignored)", e.name, v)
+		}
+		if on {
+			return e.level, nil
+		}
+	}
+	return "", nil
 }

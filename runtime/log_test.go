@@ -108,3 +108,61 @@ func TestLogLinesAreBounded(t *testing.T) {
 		}
 	}
 }
+
+func TestLogLevelFromEnv(t *testing.T) {
+	tests := []struct {
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{nil, "", ""},
+		{map[string]string{"GPUCTK_LOG_LEVEL": "debug"}, "debug", ""},
+		{map[string]string{"GPUCTK_LOG_LEVEL": "error", "GPUCTK_DEBUG": "1"}, "error", ""},
+		{map[string]string{"GPUCTK_DEBUG": "true"}, "debug", ""},
+		{map[string]string{"GPUCTK_QUIET": "1"}, "error", ""},
+		{map[string]string{"GPUCTK_DEBUG": "0", "GPUCTK_QUIET": "1"}, "error", ""},
+		{map[string]string{"GPUCTK_LOG_LEVEL": "verbose"}, "", `GPUCTK_LOG_LEVEL="verbose" is not a log level: use debug, info or error`},
+		{map[string]string{"GPUCTK_QUIET": "yes"}, "", `GPUCTK_QUIET="yes" is not true or false`},
+	}
+	for _, tt := range tests {
+		got, err := LogLevelFromEnv(func(k string) string { return tt.env[k] })
+		if got != tt.want || (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%v: %q, %v; want %q, %q", tt.env, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+// TestLogLevels: quiet logs failures only, debug what runc's --debug
+// would, in both the own log and runc's --log.
+func TestLogLevels(t *testing.T) {
+	for _, tt := range []struct {
+		level     string
+		runcDebug bool
+		want      []string
+	}{
+		{"", false, []string{"info", "error"}},
+		{"", true, []string{"debug", "info", "error"}},
+		{"debug", false, []string{"debug", "info", "error"}},
+		{"error", false, []string{"error"}},
+	} {
+		dir := t.TempDir()
+		own, runcLog := filepath.Join(dir, "own.log"), filepath.Join(dir, "runc.log")
+		l := newLogger(own, invocation{debug: tt.runcDebug, logFile: runcLog}, tt.level)
+		l.Debugf("d")
+		l.Infof("i")
+		l.Errorf("e")
+		l.Close()
+		for _, path := range []string{own, runcLog} {
+			data, _ := os.ReadFile(path)
+			var got []string
+			for _, lvl := range []string{"debug", "info", "error"} {
+				if strings.Contains(string(data), "level="+lvl) {
+					got = append(got, lvl)
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("level %q, runc --debug %v: %s has %v, want %v", tt.level, tt.runcDebug, filepath.Base(path), got, tt.want)
+			}
+		}
+	}
+}

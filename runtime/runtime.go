@@ -31,7 +31,18 @@ type Runtime struct {
 	cfgErr error
 	exec   func(path string, argv, env []string) error
 	env    []string
+	// level is the log level the environment asks for: "" (runc's
+	// --debug decides), "debug", "info" or "error" (quiet).
+	level string
 }
+
+// LogLevels are the levels WithLogLevel takes.
+var LogLevels = []string{"debug", "info", "error"}
+
+// WithLogLevel sets the level of the entries gpuctk-runtime logs: "debug"
+// logs what runc's --debug would, "error" (quiet) only failures; "" leaves
+// it to runc's --debug.
+func WithLogLevel(level string) Option { return func(r *Runtime) { r.level = level } }
 
 // Option configures a Runtime.
 type Option func(*Runtime)
@@ -79,12 +90,12 @@ func (r *Runtime) Run(args []string) error {
 
 	if r.cfgErr != nil {
 		err := fmt.Errorf("create %s: %w", inv.id, r.cfgErr)
-		log := newLogger("", inv)
+		log := newLogger("", inv, r.level)
 		log.Errorf("%v", err)
 		log.Close()
 		return err
 	}
-	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	log := newLogger(r.cfg.Runtime.LogFile, inv, r.level)
 	defer log.Close()
 	real, err := r.realRuntime()
 	if err == nil {
@@ -109,7 +120,7 @@ func (r *Runtime) execv(path string, args []string) error {
 
 // fail logs an error of the pass-through path.
 func (r *Runtime) fail(inv invocation, err error) {
-	log := newLogger(r.cfg.Runtime.LogFile, inv)
+	log := newLogger(r.cfg.Runtime.LogFile, inv, r.level)
 	log.Errorf("%s: %v", inv.command, err)
 	log.Close()
 }

@@ -339,8 +339,10 @@ func TestContainerdConfigVersions(t *testing.T) {
 
 // TestContainerdDropInKeepsCRI configures containerd without
 // --set-as-default: containerd 1.7 replaces a plugin's whole section with an
-// import's, so the drop-in must leave runc, its options and the rest of the
-// CRI settings of the main config in place, on 1.7 and on 2.x.
+// import's, so configure must leave runc, its options and the rest of the
+// CRI settings of the main config in place, on 1.7 and on 2.x, and a later
+// edit of the main config (the sandbox image) must take effect on both; a
+// second configure keeps it, and uninstall leaves only the user's edit.
 func TestContainerdDropInKeepsCRI(t *testing.T) {
 	for _, tc := range []struct {
 		name, config string
@@ -350,7 +352,7 @@ func TestContainerdDropInKeepsCRI(t *testing.T) {
 		{"v2", "version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.example/pause:9\"\n\n" +
 			"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n" +
 			"[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n",
-			[]string{"registry.example/pause:9"}, "SystemdCgroup = true"},
+			nil, "SystemdCgroup = true"},
 		{"v2-no-cri", "version = 2\nroot = \"/var/lib/containerd\"\n", nil, "runtime_type = 'io.containerd.runc.v2'"},
 		{"missing", "", nil, "runtime_type = 'io.containerd.runc.v2'"},
 	} {
@@ -360,15 +362,28 @@ func TestContainerdDropInKeepsCRI(t *testing.T) {
 			if tc.config != "" {
 				os.WriteFile(config, []byte(tc.config), 0o644)
 			}
-			run(t, bin("gpuctk"), "runtime", "configure", "--runtime", "containerd", "--config", config,
-				"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime"))
+			configure := []string{"runtime", "configure", "--runtime", "containerd", "--config", config,
+				"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime")}
+			run(t, bin("gpuctk"), configure...)
+			// The user's edit after configure: a new sandbox image.
+			configured, _ := os.ReadFile(config)
+			const image = "registry.example/pause:10"
+			edited := strings.Replace(string(configured), "registry.example/pause:9", image, 1)
+			if edited == string(configured) {
+				edited += "\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"" + image + "\"\n"
+			}
+			os.WriteFile(config, []byte(edited), 0o644)
+			run(t, bin("gpuctk"), configure...)
+			if again, _ := os.ReadFile(config); string(again) != edited {
+				t.Errorf("a second configure changed the edited config:\n%s\nwant:\n%s", again, edited)
+			}
 			for _, c := range []string{"containerd-1.7", "containerd"} {
 				out, err := exec.Command(tool(t, c), "-c", config, "config", "dump").Output()
 				if err != nil {
 					t.Fatalf("%s config dump: %v", c, err)
 				}
 				dump := strings.ReplaceAll(string(out), `"`, "'")
-				for _, want := range append(tc.want, "default_runtime_name = 'runc'", "containerd.runtimes.nvidia]",
+				for _, want := range append(tc.want[:len(tc.want):len(tc.want)], image, "default_runtime_name = 'runc'", "containerd.runtimes.nvidia]",
 					"BinaryName = '"+bin("gpuctk-runtime")+"'") {
 					if !strings.Contains(dump, want) {
 						t.Errorf("%s: the config has no %q:\n%s", c, want, dump)
@@ -377,6 +392,13 @@ func TestContainerdDropInKeepsCRI(t *testing.T) {
 				if runc := dumpTable(dump, "containerd.runtimes.runc"); !strings.Contains(runc, tc.runc) {
 					t.Errorf("%s: the runc runtime has no %q:\n%s", c, tc.runc, runc)
 				}
+			}
+			run(t, bin("gpuctk"), append(configure, "--uninstall")...)
+			if after, _ := os.ReadFile(config); strings.Contains(string(after), ">>> gpuctk") || strings.Contains(string(after), "gpuctk-runtime") {
+				t.Errorf("uninstall left gpuctk's lines in the main config:\n%s", after)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "conf.d")); err == nil {
+				t.Error("uninstall left the drop-in folder")
 			}
 		})
 	}
@@ -415,7 +437,9 @@ func TestRuntimeConfigure(t *testing.T) {
 	}
 
 	out, err := configure("--dry-run")
-	if err != nil || !strings.Contains(out, "# "+dropIn+": would be written\n") || !strings.Contains(out, "BinaryName = '/usr/bin/gpuctk-runtime'") ||
+	// A version 2 config gets the runtime in a block of its own, no
+	// drop-in, which containerd 1.7 would let replace its CRI section.
+	if err != nil || strings.Contains(out, dropIn) || !strings.Contains(out, "BinaryName = '/usr/bin/gpuctk-runtime'") ||
 		!strings.Contains(out, "SystemdCgroup = true") || !strings.Contains(out, "# "+config+": would be written\n") {
 		t.Fatalf("dry run: %v\n%s", err, out)
 	}
@@ -427,7 +451,7 @@ func TestRuntimeConfigure(t *testing.T) {
 	}
 
 	out, err = configure()
-	if err != nil || !strings.Contains(out, "wrote "+dropIn+"\n") || !strings.Contains(out, "restart containerd") {
+	if err != nil || !strings.Contains(out, "wrote "+config+" ") || !strings.Contains(out, "restart containerd") {
 		t.Fatalf("configure: %v\n%s", err, out)
 	}
 	if bak, _ := os.ReadFile(config + ".gpuctk.bak"); !bytes.Equal(bak, original) {
@@ -438,7 +462,7 @@ func TestRuntimeConfigure(t *testing.T) {
 		t.Fatalf("configure again: %v\n%s", err, out)
 	}
 	out, err = configure("--uninstall")
-	if err != nil || !strings.Contains(out, "removed "+dropIn+"\n") {
+	if err != nil || !strings.Contains(out, config) {
 		t.Fatalf("uninstall: %v\n%s", err, out)
 	}
 	if got, _ := os.ReadFile(config); !bytes.Equal(got, original) {

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpuctk/gpuctk/hook"
 )
 
-const usage = `Usage: gpuctk-hook SUBCOMMAND [FLAGS]
+const usage = `Usage: gpuctk-hook [--debug|--quiet] SUBCOMMAND [FLAGS]
 
 The createContainer hook that gpuctk's CDI specs run; container runtimes
 call it with the OCI state on stdin.
@@ -27,18 +28,47 @@ Subcommands:
                --pipe-dir DIR --uuid UUID
   version    print the version
 
+Global flags (before the subcommand), also from the hook's environment:
+  --debug    say on stderr what the hook does      [$GPUCTK_DEBUG]
+  --quiet    failures only on stderr, no warnings  [$GPUCTK_QUIET]
+
 Unknown subcommands and flags are warned about and ignored, so a spec from
 a newer gpuctk keeps working.
 `
 
 // run runs the hook with args (without the program name) and returns the
 // process exit code.
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version string) int {
+// getenv reads the hook's environment: the spec's hook entry sets it.
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer, version string) int {
+	env := &hook.Env{Stdin: stdin, Stderr: stderr}
+	for _, e := range []struct {
+		name string
+		set  *bool
+	}{{"GPUCTK_DEBUG", &env.Debug}, {"GPUCTK_QUIET", &env.Quiet}} {
+		if v := getenv(e.name); v != "" {
+			on, err := strconv.ParseBool(v)
+			if err != nil {
+				fmt.Fprintf(stderr, "gpuctk-hook: warning: %s=%q is not true or false: ignored\n", e.name, v)
+			}
+			*e.set = on
+		}
+	}
+	// Global flags, before the subcommand: older specs have none.
+	for len(args) > 0 && (args[0] == "--debug" || args[0] == "--quiet") {
+		env.Debug, env.Quiet = args[0] == "--debug", args[0] == "--quiet"
+		args = args[1:]
+	}
+	if env.Debug && env.Quiet {
+		env.Quiet = false // both asked for: the more telling wins
+	}
+	warnTo := stderr // where unknown flags are warned about
+	if env.Quiet {
+		warnTo = io.Discard
+	}
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "gpuctk-hook: no subcommand: this program is run by container runtimes from a CDI spec (--help says more)")
 		return 2
 	}
-	env := &hook.Env{Stdin: stdin, Stderr: stderr}
 	var err error
 	switch args[0] {
 	case "--help", "-h", "help":
@@ -49,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 		return 0
 	case "setup":
 		var o hook.SetupOptions
-		err = parseSetup(stderr, args[1:], &o)
+		err = parseSetup(warnTo, args[1:], &o)
 		if errors.Is(err, errHelp) {
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -59,7 +89,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 		}
 	case "mps-check":
 		var pipeDir, uuid []string
-		err = parseFlags(stderr, args[1:], map[string]func(string) error{
+		err = parseFlags(warnTo, args[1:], map[string]func(string) error{
 			"pipe-dir": func(v string) error { pipeDir = append(pipeDir, v); return nil },
 			"uuid":     func(v string) error { uuid = append(uuid, v); return nil },
 		})
@@ -74,6 +104,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, version strin
 			err = hook.CheckMPS(pipeDir[0], uuid[0])
 		}
 	default:
+		if env.Quiet {
+			return 0
+		}
 		fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown subcommand %q ignored (spec from a newer gpuctk?)\n", args[0])
 		return 0
 	}

@@ -12,5 +12,5 @@ import (
 func main() {
 	// The ldconfig child is this program re-executed to set its limits.
 	hook.MainIfExecLimited(os.Args[1:])
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, version.Version))
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr, version.Version))
 }

@@ -33,6 +33,13 @@ func main() {
 	if err != nil {
 		opts = []runtime.Option{runtime.WithConfigError(err)}
 	}
+	// runc's own --debug passes through and also sets ours; --quiet is
+	// no runc flag, so the level comes from the environment.
+	level, lerr := runtime.LogLevelFromEnv(os.Getenv)
+	if lerr != nil {
+		fmt.Fprintln(os.Stderr, "gpuctk-runtime: warning:", lerr)
+	}
+	opts = append(opts, runtime.WithLogLevel(level))
 	if err := runtime.New(opts...).Run(args); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuctk-runtime:", err)
 		os.Exit(1)
