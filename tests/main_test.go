@@ -37,14 +37,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildBinaries builds the three shipped binaries as `make build` does.
+// buildBinaries builds the four shipped binaries as `make build` does.
 func buildBinaries(dir string) error {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
 	for _, b := range []struct {
 		name string
 		cgo  string
-	}{{"gpuctk", "1"}, {"gpuctk-hook", "0"}, {"gpuctk-runtime", "0"}} {
+	}{{"gpuctk", "1"}, {"gpuctk-device-plugin", "1"}, {"gpuctk-hook", "0"}, {"gpuctk-runtime", "0"}} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "./cmd/"+b.name)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")

@@ -2,12 +2,10 @@ package tests
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -33,30 +31,6 @@ func (r *registrar) Register(_ context.Context, req *pb.RegisterRequest) (*pb.Em
 	defer r.mu.Unlock()
 	r.endpoints[req.ResourceName] = req.Endpoint
 	return &pb.Empty{}, nil
-}
-
-var (
-	pluginOnce sync.Once
-	pluginErr  error
-)
-
-// pluginBin builds gpuctk-device-plugin beside the other binaries, once
-// (TestMain builds only the three that most tests run).
-func pluginBin(t *testing.T) string {
-	t.Helper()
-	pluginOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		cmd := exec.Command("go", "build", "-o", bin("gpuctk-device-plugin"), "./cmd/gpuctk-device-plugin")
-		cmd.Dir = filepath.Dir(filepath.Dir(file))
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			pluginErr = fmt.Errorf("build gpuctk-device-plugin: %v\n%s", err, out)
-		}
-	})
-	if pluginErr != nil {
-		t.Fatal(pluginErr)
-	}
-	return bin("gpuctk-device-plugin")
 }
 
 // TestNVMLXIDHealth runs the shipped device plugin on its NVML path (the
@@ -85,7 +59,7 @@ func TestNVMLXIDHealth(t *testing.T) {
 	go srv.Serve(l)
 	defer srv.Stop()
 
-	cmd := exec.Command(pluginBin(t), "--config", cfg, "--driver-root", root,
+	cmd := exec.Command(bin("gpuctk-device-plugin"), "--config", cfg, "--driver-root", root,
 		"--kubelet-dir", kubeletDir, "--cdi-dir", cdiDir, "--health-interval", "100ms", "--xid-recovery", "2s")
 	cmd.Env = append(os.Environ(), fakenvml.EnvVar+"="+hostFile)
 	var logs strings.Builder
