@@ -21,7 +21,8 @@ func runtimeCommand() *cli.Command {
 			Usage: `add a runtime "nvidia" that runs containers through gpuctk-runtime to containerd, CRI-O or docker`,
 			Description: "Containers of the runtime get the CDI devices that their NVIDIA_VISIBLE_DEVICES,\n" +
 				"cdi.k8s.io/ annotations or /var/run/nvidia-container-devices mounts ask for.\n\n" +
-				"containerd: writes " + engine.ContainerdDropIn + " and makes " + engine.ContainerdConfig + " import it.\n" +
+				"containerd: adds the runtime in a marked block of " + engine.ContainerdConfig + " (config version 1 or 2, which\n" +
+				"            containerd 1.7 reads), or writes " + engine.ContainerdDropIn + " and imports it (version 3).\n" +
 				"crio:       writes " + engine.CrioDropIn + ".\n" +
 				"docker:     adds the runtime and features.cdi to " + engine.DockerConfig + ".\n" +
 				"podman:     needs nothing.\n\n" +
