@@ -30,9 +30,12 @@ all: build
 
 build: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
 
-# gpuctk's man page and shell completions, written by gpuctk itself.
-man: $(BIN)/gpuctk
+# The man pages and bash completion: gpuctk's and the device plugin's are
+# written by the binaries themselves; the hook's and the runtime's, which
+# people do not run, are packaging/man/*.8.
+man: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin
 	$(BIN)/gpuctk man > $(BIN)/gpuctk.8
+	$(BIN)/gpuctk-device-plugin man > $(BIN)/gpuctk-device-plugin.8
 	$(BIN)/gpuctk completion bash > $(BIN)/gpuctk.bash
 
 # gpuctk and the device plugin load NVML with dlopen (cgo). The hook and

@@ -23,7 +23,9 @@ packages: $(NFPM)
 		"$$(echo $(PKG_VERSION) | sed 's/-/~/')" "$$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; \
 	  printf ' -- %s  %s\n' "$$(sed -n 's/^maintainer: //p' nfpm.yaml)" "$$(git log -1 --format=%cD 2>/dev/null || date -R)"; \
 	} | gzip -9n > $(PKG_BIN)/changelog.Debian.gz
-	gzip -9n < $(PKG_BIN)/gpuctk.8 > $(PKG_BIN)/gpuctk.8.gz
+	for m in $(PKG_BIN)/gpuctk.8 $(PKG_BIN)/gpuctk-device-plugin.8 packaging/man/gpuctk-hook.8 packaging/man/gpuctk-runtime.8; do \
+		gzip -9n < $$m > $(PKG_BIN)/$$(basename $$m).gz || exit 1; \
+	done
 	@glibc=$$(objdump -T $(PKG_BIN)/gpuctk | grep -o 'GLIBC_[0-9.]*' | sed 's/^GLIBC_//' | sort -Vu | tail -n 1); \
 	for p in deb rpm; do \
 		GPUCTK_VERSION=$(PKG_VERSION) GPUCTK_BIN=$(PKG_BIN) GPUCTK_ARCH=$$($(GO) env GOARCH) GPUCTK_GLIBC=$$glibc \

@@ -37,6 +37,9 @@ var (
 		"/usr/lib/systemd/system/gpuctk-mig.service":           "-rw-r--r--",
 		"/usr/lib/systemd/system/gpuctk-device-plugin.service": "-rw-r--r--",
 		"/usr/share/man/man8/gpuctk.8.gz":                      "-rw-r--r--",
+		"/usr/share/man/man8/gpuctk-device-plugin.8.gz":        "-rw-r--r--",
+		"/usr/share/man/man8/gpuctk-hook.8.gz":                 "-rw-r--r--",
+		"/usr/share/man/man8/gpuctk-runtime.8.gz":              "-rw-r--r--",
 		"/usr/share/bash-completion/completions/gpuctk":        "-rw-r--r--",
 		"/usr/lib/udev/rules.d/90-gpuctk-cdi-refresh.rules":    "-rw-r--r--",
 	}

@@ -22,6 +22,19 @@ func main() {
 		Version: version.Version,
 		Flags:   flags(),
 		Action:  run,
+		Commands: []*cli.Command{{
+			Name:   "man",
+			Usage:  "print the gpuctk-device-plugin(8) man page (for make man)",
+			Hidden: true,
+			Action: func(c *cli.Context) error {
+				page, err := c.App.ToManWithSection(8)
+				if err == nil {
+					_, err = fmt.Fprint(c.App.Writer, page)
+				}
+				return err
+			},
+		}},
+		HideHelpCommand: true,
 	}
 	if err := app.Run(os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "gpuctk-device-plugin:", err)
