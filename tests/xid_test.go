@@ -62,7 +62,8 @@ func TestNVMLXIDHealth(t *testing.T) {
 	cmd := exec.Command(bin("gpuctk-device-plugin"), "--config", cfg, "--driver-root", root,
 		"--kubelet-dir", kubeletDir, "--cdi-dir", cdiDir, "--health-interval", "100ms", "--xid-recovery", "2s")
 	cmd.Env = append(os.Environ(), fakenvml.EnvVar+"="+hostFile)
-	var logs strings.Builder
+	// The plugin writes while the test reads.
+	var logs lockedBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -139,4 +140,23 @@ func TestNVMLXIDHealth(t *testing.T) {
 	if !strings.Contains(logs.String(), "application XID") {
 		t.Errorf("the application XID was not logged")
 	}
+}
+
+// lockedBuffer is a buffer a child process writes into while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
