@@ -119,7 +119,28 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 			}
 		}
 	}
+	// A Config built in code may leave these unset: the defaults, once.
+	def := config.Default()
+	deviceStyles, replicaStyles, stateRoot := cfg.CDI.DeviceNames, cfg.CDI.ReplicaNames, cfg.MPS.StateRoot
+	if deviceStyles == nil {
+		deviceStyles = def.CDI.DeviceNames
+	}
+	if replicaStyles == nil {
+		replicaStyles = def.CDI.ReplicaNames
+	}
+	if stateRoot == "" {
+		stateRoot = def.MPS.StateRoot
+	}
 	set := &Set{Host: host}
+	// whole offers a device whole, under its device-names.
+	whole := func(dev inventory.Device) error {
+		names := namesOf(dev, deviceStyles)
+		if len(names) == 0 {
+			return fmt.Errorf(`%s: [cdi] "device-names" %q gives %s no name: add "index", "uuid" or "type-index"`, where(cfg), cfg.CDI.DeviceNames, dev)
+		}
+		set.Devices = append(set.Devices, Device{Names: names, Device: dev})
+		return nil
+	}
 	var errs []error
 	for _, d := range host.Devices() {
 		// A GPU in MIG mode is offered whole too, before its MIG
@@ -127,29 +148,30 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 		// MIG strategy hands it out as one nvidia.com/gpu. It cannot be
 		// shared (selectors name its MIG devices instead).
 		if d.MIG != nil && d.MIG.Index == d.GPU.MIG[0].Index {
-			g := inventory.Device{GPU: d.GPU, Ordinal: -1}
-			names := namesOf(g, cfg.CDI.DeviceNames, config.Default().CDI.DeviceNames)
-			if len(names) == 0 {
-				return nil, fmt.Errorf(`%s: [cdi] "device-names" %q gives %s no name: add "index", "uuid" or "type-index"`, where(cfg), cfg.CDI.DeviceNames, g)
+			if err := whole(inventory.Device{GPU: d.GPU, Ordinal: -1}); err != nil {
+				return nil, err
 			}
-			set.Devices = append(set.Devices, Device{Names: names, Device: g})
 		}
 		i, shared := owner[d.UUID()]
 		if !shared {
-			names := namesOf(d, cfg.CDI.DeviceNames, config.Default().CDI.DeviceNames)
-			if len(names) == 0 {
-				return nil, fmt.Errorf(`%s: [cdi] "device-names" %q gives %s no name: add "index", "uuid" or "type-index"`, where(cfg), cfg.CDI.DeviceNames, d)
+			if err := whole(d); err != nil {
+				return nil, err
 			}
-			set.Devices = append(set.Devices, Device{Names: names, Device: d})
 			continue
 		}
-		s, err := share(d, cfg, i)
+		// "gpu:mig" alone names MIG devices only.
+		names := namesOf(d, replicaStyles)
+		if len(names) == 0 {
+			errs = append(errs, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
+				where(cfg), cfg.CDI.ReplicaNames, d, i+1))
+			continue
+		}
+		s, err := share(d, cfg, i, stateRoot)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		set.Shared = append(set.Shared, s)
-		names := namesOf(d, cfg.CDI.ReplicaNames, config.Default().CDI.ReplicaNames)
 		for k := range s.Replicas {
 			suffix := "::" + strconv.Itoa(k)
 			rn := make([]string, len(names))
@@ -165,19 +187,14 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 	return set, nil
 }
 
-// share describes device d as shared by entry i and checks it.
-func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
+// share describes device d as shared by entry i, its MPS daemon's folder
+// under stateRoot, and checks it.
+func share(d inventory.Device, cfg *config.Config, i int, stateRoot string) (*Share, error) {
 	e := &cfg.Sharing[i]
 	s := &Share{
 		Device: d, Strategy: e.Strategy, Replicas: e.Replicas,
 		Resource: e.Resource, FailRequestsGreaterThanOne: e.FailsRequestsGreaterThanOne(),
 		Origin: Origin{File: cfg.Path, Entry: i + 1},
-	}
-	// "gpu:mig" alone names MIG devices only. nil is the default (index
-	// names), as in a Config built in code.
-	if len(namesOf(d, cfg.CDI.ReplicaNames, config.Default().CDI.ReplicaNames)) == 0 {
-		return nil, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
-			where(cfg), cfg.CDI.ReplicaNames, d, i+1)
 	}
 	if !s.IsMPS() {
 		return s, nil
@@ -190,10 +207,6 @@ func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
 	if e.PinnedMemoryLimit == 0 {
 		s.PinnedMemoryMiB = d.MemoryMiB() / uint64(e.Replicas)
 	}
-	stateRoot := cfg.MPS.StateRoot
-	if stateRoot == "" {
-		stateRoot = config.Default().MPS.StateRoot
-	}
 	s.Dir = filepath.Join(stateRoot, d.UUID())
 	if err := checkMPS(s, e); err != nil {
 		return nil, err
@@ -201,13 +214,9 @@ func share(d inventory.Device, cfg *config.Config, i int) (*Share, error) {
 	return s, nil
 }
 
-// namesOf returns the device's names of the given styles (def when styles
-// is nil, as in a Config built in code) in a fixed order: index, gpu:mig,
-// uuid, type-index.
-func namesOf(d inventory.Device, styles, def []string) []string {
-	if styles == nil {
-		styles = def
-	}
+// namesOf returns the device's names of the given styles in a fixed
+// order: index, gpu:mig, uuid, type-index.
+func namesOf(d inventory.Device, styles []string) []string {
 	typeIndex := "gpu" + strconv.Itoa(d.GPU.Index)
 	if d.MIG != nil {
 		typeIndex = "mig" + d.GPUMIGName()

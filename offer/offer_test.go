@@ -123,14 +123,13 @@ func TestNamesOf(t *testing.T) {
 		{"all three in the usual order", []string{"uuid", "gpu:mig", "index"}, []string{"0", gpuUUID}, []string{"mig-0", "4:0", migUUID}},
 		{"duplicates count once", []string{"uuid", "index", "uuid"}, []string{"0", gpuUUID}, []string{"mig-0", migUUID}},
 		{"unknown style", []string{"serial"}, nil, nil},
-		{"nil is the default, index", nil, []string{"0"}, []string{"mig-0"}},
 		{"type-index, nvidia-ctk's", []string{"type-index"}, []string{"gpu0"}, []string{"mig4:0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := namesOf(gpu, tc.styles, []string{"index"}); !reflect.DeepEqual(got, tc.gpu) {
+			if got := namesOf(gpu, tc.styles); !reflect.DeepEqual(got, tc.gpu) {
 				t.Errorf("GPU 0: %v, want %v", got, tc.gpu)
 			}
-			if got := namesOf(mig, tc.styles, []string{"index"}); !reflect.DeepEqual(got, tc.mig) {
+			if got := namesOf(mig, tc.styles); !reflect.DeepEqual(got, tc.mig) {
 				t.Errorf("mig-0: %v, want %v", got, tc.mig)
 			}
 		})
