@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/hook"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -310,19 +310,18 @@ func (p *Plugin) unhealthy(st *State) map[string]bool {
 }
 
 // deviceHealth checks what a container of the device needs on the host:
-// its GPU's node, and for MPS a daemon accepting connections (as the
-// hook's mps-check does: a socket file alone proves nothing).
+// its GPU's node, and for MPS the daemon gpuctk started, answering on its
+// control socket: the hook's own mps-check, which a socket a tenant
+// planted in the pipe folder does not fool.
 func deviceHealth(devRoot string, d offer.Device) error {
 	node := filepath.Join(devRoot, "dev", fmt.Sprintf("nvidia%d", d.GPU.Minor))
 	if _, err := os.Stat(node); err != nil {
 		return fmt.Errorf("%s: %w", d.Device, err)
 	}
 	if d.Share != nil && d.Share.IsMPS() {
-		c, err := net.DialTimeout("unix", d.Share.ControlSocket(), time.Second)
-		if err != nil {
-			return fmt.Errorf("%s: MPS daemon: %w", d.Device, err)
+		if err := hook.CheckMPS(d.Share.PipeDir(), d.Share.UUID()); err != nil {
+			return fmt.Errorf("%s: %w", d.Device, err)
 		}
-		return c.Close()
 	}
 	return nil
 }

@@ -545,3 +545,39 @@ func BenchmarkListAndWatch(b *testing.B) {
 	b.ReportMetric(float64(size), "bytes/msg")
 	b.ReportMetric(float64(len(r.Devices)), "devices")
 }
+
+// TestMPSHealthNotFooled checks that a socket a tenant plants where the
+// MPS daemon's should be (the pipe folder is writable from every replica
+// container) does not make an MPS replica healthy: the check is the
+// hook's, which wants the daemon gpuctk recorded.
+func TestMPSHealthNotFooled(t *testing.T) {
+	devRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu := inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
+	share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 2, Dir: t.TempDir()}
+	d := offer.Device{Names: []string{"0::0"}, Device: gpu, Share: share}
+	if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", share.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := deviceHealth(devRoot, d); err == nil || !strings.Contains(err.Error(), "MPS daemon for GPU-x is not running") {
+		t.Errorf("a planted socket: health = %v, want the daemon not running", err)
+	}
+	whole := offer.Device{Names: []string{"0"}, Device: gpu}
+	if err := deviceHealth(devRoot, whole); err != nil {
+		t.Errorf("whole GPU with its node: %v", err)
+	}
+	os.Remove(filepath.Join(devRoot, "dev", "nvidia0"))
+	if err := deviceHealth(devRoot, whole); err == nil {
+		t.Error("a vanished node is healthy")
+	}
+}
