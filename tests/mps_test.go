@@ -445,11 +445,7 @@ func TestMPSNeverStarted(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(tmp) })
 	state := filepath.Join(tmp, "state") // never made by a daemon
 	h := newRuntimeHost(t, fmt.Sprintf("\n[mps]\nstate-root = %q\n\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n", state))
-	wrapper := filepath.Join(t.TempDir(), "gpuctk-runtime")
-	script := fmt.Sprintf("#!/bin/sh\nGPUCTK_CONFIG=%s exec %s \"$@\"\n", h.config, bin("gpuctk-runtime"))
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wrapper := h.runtimeWrapper(t)
 	want := "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
 	for _, tc := range []struct {
 		name  string

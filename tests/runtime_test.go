@@ -48,6 +48,20 @@ func newRuntimeHost(t *testing.T, sharing string) *runtimeHost {
 	return h
 }
 
+// runtimeWrapper returns a gpuctk-runtime for podman's --runtime that reads
+// the host's config: podman hands the runtime a bare environment, so
+// GPUCTK_CONFIG goes through a wrapper, as a host's
+// /etc/gpuctk/config.toml would not need.
+func (h *runtimeHost) runtimeWrapper(t *testing.T) string {
+	t.Helper()
+	wrapper := filepath.Join(t.TempDir(), "gpuctk-runtime")
+	script := fmt.Sprintf("#!/bin/sh\nGPUCTK_CONFIG=%s exec %s \"$@\"\n", h.config, bin("gpuctk-runtime"))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper
+}
+
 const shareGPU0 = "\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
 
 var (
@@ -196,13 +210,7 @@ func TestContainerdRuntime(t *testing.T) {
 
 func TestPodmanRuntime(t *testing.T) {
 	h := newRuntimeHost(t, "")
-	// podman hands the runtime a bare environment, so GPUCTK_CONFIG goes
-	// through a wrapper, as a host's /etc/gpuctk/config.toml would not need.
-	wrapper := filepath.Join(t.TempDir(), "gpuctk-runtime")
-	script := fmt.Sprintf("#!/bin/sh\nGPUCTK_CONFIG=%s exec %s \"$@\"\n", h.config, bin("gpuctk-runtime"))
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	wrapper := h.runtimeWrapper(t)
 	for _, tc := range []struct {
 		env   string
 		nodes []string
