@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -77,6 +78,11 @@ func (b *bench) plugin() error {
 	rounds := b.o.pods
 	b.step("timing: pod start, plain and with one nvidia.com/gpu, %d pairs", rounds)
 	plain, gpu := &sample{}, &sample{}
+	// The same pods split into phases by containerd's log (see podPhases).
+	plainPh, gpuPh := make([]*sample, len(phaseNames)), make([]*sample, len(phaseNames))
+	for i := range phaseNames {
+		plainPh[i], gpuPh[i] = &sample{}, &sample{}
+	}
 	for r := -1; r < rounds; r++ {
 		kinds := []bool{false, true}
 		if r%2 != 0 {
@@ -87,23 +93,100 @@ func (b *bench) plugin() error {
 			if withGPU {
 				name = fmt.Sprintf("gpu-%d", r+1)
 			}
-			d, err := n.podStart(name, withGPU)
+			d, phases, err := n.podStart(name, withGPU)
 			if err != nil {
 				return err
 			}
 			if r < 0 {
 				continue
 			}
-			s := plain
+			s, ph := plain, plainPh
 			if withGPU {
-				s = gpu
+				s, ph = gpu, gpuPh
 			}
 			s.times = append(s.times, d)
+			for i, p := range phases {
+				ph[i].times = append(ph[i].times, p)
+			}
 		}
 	}
 	b.r.timed("Pod start with one nvidia.com/gpu (plugin's Allocate, CDI in containerd, the hook): manifest written to the container's first line",
 		"plain pod in the same kubelet run", plain, gpu, 10*time.Millisecond)
+	for i, name := range phaseNames {
+		b.r.timed("Pod start, phase "+strconv.Itoa(i+1)+": "+name, "the same phase of the plain pod", plainPh[i], gpuPh[i], 0)
+	}
 	return nil
+}
+
+// phaseNames are the parts of a pod's start that podPhases tells apart,
+// in order; together they make the whole.
+var phaseNames = []string{
+	"manifest to RunPodSandbox (kubelet: admission, the device manager's Allocate and checkpoint)",
+	"RunPodSandbox (containerd: pause container)",
+	"sandbox ready to CreateContainer (kubelet: container config, device run options)",
+	"CreateContainer (containerd: CDI injection into the OCI spec)",
+	"created to StartContainer (kubelet)",
+	"StartContainer to the first line (runc: device nodes, mounts, the hook, the process)",
+}
+
+// podPhases splits a pod's start, from t0 (its manifest's rename) to
+// first (its container's first line), at the times containerd logs the
+// CRI calls for it: RunPodSandbox, CreateContainer and StartContainer,
+// each when asked and when answered.
+func podPhases(containerdLog []byte, pod string, t0, first time.Time) ([]time.Duration, error) {
+	var marks []time.Time
+	sandbox, container := "", ""
+	for _, line := range strings.Split(string(containerdLog), "\n") {
+		var want string
+		switch len(marks) {
+		case 0:
+			want = `msg="RunPodSandbox for name:\"` + pod + `\"`
+		case 1:
+			want = `msg="RunPodSandbox for name:\"` + pod + `\"`
+			if !strings.Contains(line, "returns sandbox id") {
+				continue
+			}
+		case 2:
+			want = `msg="CreateContainer within sandbox \"` + sandbox + `\" for container `
+		case 3:
+			want = `msg="CreateContainer within sandbox \"` + sandbox + `\" for name:`
+		case 4:
+			want = `msg="StartContainer for \"` + container + `\""`
+		default:
+			want = "\x00" // done
+		}
+		if !strings.Contains(line, want) {
+			continue
+		}
+		ts, _, _ := strings.Cut(strings.TrimPrefix(line, `time="`), `"`)
+		t, err := time.Parse(time.RFC3339Nano, ts)
+		if err != nil {
+			return nil, fmt.Errorf("containerd log line %q: %w", line, err)
+		}
+		switch len(marks) {
+		case 1:
+			sandbox = quoted(line, "returns sandbox id ")
+		case 3:
+			container = quoted(line, "returns container id ")
+		}
+		marks = append(marks, t)
+	}
+	if len(marks) != 5 {
+		return nil, fmt.Errorf("containerd's log names %d of the 5 CRI calls of pod %s", len(marks), pod)
+	}
+	all := append(append([]time.Time{t0}, marks...), first)
+	out := make([]time.Duration, len(all)-1)
+	for i := range out {
+		out[i] = all[i+1].Sub(all[i])
+	}
+	return out, nil
+}
+
+// quoted returns the \"-quoted value after prefix in a containerd log line.
+func quoted(line, prefix string) string {
+	_, rest, _ := strings.Cut(line, prefix+`\"`)
+	v, _, _ := strings.Cut(rest, `\"`)
+	return v
 }
 
 // node is a standalone kubelet and containerd in private namespaces
@@ -273,7 +356,7 @@ func (n *node) allocate(calls int) (bare, alloc []time.Duration, err error) {
 // exits, returns the time from its manifest's rename to that line's
 // timestamp, then deletes the pod and waits until the kubelet no longer
 // lists it.
-func (n *node) podStart(name string, withGPU bool) (time.Duration, error) {
+func (n *node) podStart(name string, withGPU bool) (time.Duration, []time.Duration, error) {
 	limits := ""
 	if withGPU {
 		limits = "\n    resources:\n      limits:\n        nvidia.com/gpu: 1"
@@ -297,18 +380,20 @@ spec:
 	dir := filepath.Join(n.work, "manifests")
 	tmp, path := filepath.Join(dir, "."+name+".tmp"), filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(tmp, []byte(manifest), 0o644); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	t0 := time.Now()
 	if err := os.Rename(tmp, path); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var started time.Time
+	var logFile string
 	err := n.waitFor(60*time.Second, "pod "+name+"'s first line", func() bool {
 		logs, _ := filepath.Glob(filepath.Join(n.work, "log/pods", "default_"+name+"-*", "c", "0.log"))
 		if len(logs) == 0 {
 			return false
 		}
+		logFile = logs[0]
 		data, _ := os.ReadFile(logs[0])
 		// CRI format: TIME STREAM TAG line.
 		first, _, ok := strings.Cut(string(data), " ")
@@ -320,10 +405,23 @@ spec:
 		return err == nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%w; the kubelet's pods: %s", err, n.pods())
+		return 0, nil, fmt.Errorf("%w; the kubelet's pods: %s", err, n.pods())
+	}
+	// The CRI calls are logged before the first line is: read them now.
+	clog, err := os.ReadFile(filepath.Join(n.work, "containerd.log"))
+	if err != nil {
+		return 0, nil, err
+	}
+	// The static pod's name, <name>-<node>, from its log folder
+	// log/pods/<namespace>_<pod>_<uid>/.
+	pod := strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(logFile))), "default_")
+	pod = pod[:strings.LastIndex(pod, "_")+len("_")-1]
+	phases, err := podPhases(clog, pod, t0, started)
+	if err != nil {
+		return 0, nil, err
 	}
 	if err := os.Remove(path); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// Gone from the kubelet, and its sandbox stopped: a teardown left
 	// running would slow the next pod's start.
@@ -335,9 +433,9 @@ spec:
 		out, err := exec.Command(n.ctr, "-a", filepath.Join(n.work, "containerd.sock"), "-n", "k8s.io", "tasks", "ls").Output()
 		return err == nil && !strings.Contains(string(out), "RUNNING")
 	}); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return started.Sub(t0), nil
+	return started.Sub(t0), phases, nil
 }
 
 // pods returns the kubelet's PodList from its read-only port, which
