@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,5 +190,43 @@ func TestRefreshIfStale(t *testing.T) {
 	}
 	if stdout, stderr, code := gpuctkRun(t, env, check...); code != 0 {
 		t.Errorf("check after the second refresh: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
+}
+
+// TestInfoFresh checks the line `gpuctk info` gives about the specs: fresh,
+// or stale with what is stale and the fix.
+func TestInfoFresh(t *testing.T) {
+	profile, err := os.ReadFile(filepath.Join(repoRoot(), "inventory/profiles/l40s.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	before, removed := filepath.Join(tmp, "before.toml"), filepath.Join(tmp, "removed.toml")
+	write(t, before, string(profile))
+	write(t, removed, string(profile[:strings.LastIndex(string(profile), "[[gpu]]")]))
+	dir := filepath.Join(tmp, "cdi")
+	spec := filepath.Join(dir, "nvidia.yaml")
+	if _, stderr, code := gpuctkRun(t, nil, "cdi", "generate", "--simulate", before, "--output", spec); code != 0 {
+		t.Fatalf("generate: %s", stderr)
+	}
+	for _, tc := range []struct {
+		host string
+		want []string
+	}{
+		{before, []string{"Fresh:   yes: " + spec + " matches this host"}},
+		{removed, []string{
+			"Fresh:   no: " + spec + " is stale (1 difference): run `gpuctk cdi generate --output " + spec + "`",
+			"stale: " + spec + ": device 3, GPU-2c434ed1-33a0-0de5-2d4e-175c5a67aae2: in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)",
+		}},
+	} {
+		stdout, stderr, code := gpuctkRun(t, nil, "info", "--spec-dir="+dir, "--simulate", tc.host) // gpuctkRun puts --config third
+		if code != 0 {
+			t.Fatalf("info: exit %d\n%s", code, stderr)
+		}
+		out := lines(stdout)
+		i := slices.IndexFunc(out, func(l string) bool { return strings.HasPrefix(l, "Fresh:") })
+		if i < 0 || strings.Join(out[i:], "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("info with %s:\n%s\nwant its last lines %q", filepath.Base(tc.host), stdout, tc.want)
+		}
 	}
 }

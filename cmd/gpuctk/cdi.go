@@ -155,6 +155,11 @@ func buildSpec(c *cli.Context, cfg *config.Config, format string) (*built, error
 	if err != nil {
 		return nil, err
 	}
+	return buildFor(c, cfg, set, p, format)
+}
+
+// buildFor builds the spec of a resolved host.
+func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile, format string) (*built, error) {
 	files, err := loadFiles(c, cfg, set.Host, p)
 	if err != nil {
 		return nil, err
