@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -139,6 +140,20 @@ func TestCheckFormats(t *testing.T) {
 	got, err := Check("s.json", js, want, HostFiles{})
 	if err != nil || len(got) != 0 {
 		t.Errorf("the JSON of the same spec: %q, %v; want fresh", staleLines(got), err)
+	}
+	// A planted spec with 80,000 differences: bounded time, bounded lines.
+	var b strings.Builder
+	// The driver's version, so the differences are not folded into one line.
+	b.WriteString(Marker + "\n---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n" +
+		"  mounts: [{hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so." + p.DriverVersion + ", containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so." + p.DriverVersion + "}]\n  env:\n")
+	for i := 0; i < 80000; i++ {
+		fmt.Fprintf(&b, "  - X%d=1\n", i)
+	}
+	b.WriteString("devices: []\n")
+	start := time.Now()
+	got, err = Check("big.yaml", []byte(b.String()), want, HostFiles{})
+	if err != nil || len(got) != maxStale || got[maxStale-1].What == "" || !strings.HasPrefix(got[maxStale-1].What, "and ") || time.Since(start) > 10*time.Second {
+		t.Errorf("a spec of 80,000 environment variables: %d lines, %v, in %v; want %d lines, the last counting the rest, within 10 s", len(got), err, time.Since(start), maxStale)
 	}
 	got, err = Check("s.yaml", []byte(Marker+"\n---\ncdiVersion: [\n"), want, HostFiles{})
 	if err != nil || len(got) != 1 || !strings.HasPrefix(got[0].String(), "s.yaml: common edits: does not parse (") {
