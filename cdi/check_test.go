@@ -262,6 +262,7 @@ func TestOwnSpecs(t *testing.T) {
 	write("other-kind.yaml", []byte(strings.Replace(string(own), `kind: "nvidia.com/gpu"`, `kind: "example.com/gpu"`, 1)))
 	write("foreign.yaml", []byte("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n"))
 	write("readme.txt", []byte("not a spec"))
+	write("nvidia.json", []byte(`{"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": []}`))
 	if err := unix.Mkfifo(filepath.Join(dir, "fifo.yaml"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -286,6 +287,7 @@ func TestOwnSpecs(t *testing.T) {
 		dir + "/fifo.yaml: not checked: a FIFO; gpuctk writes regular files",
 		dir + `/foreign.yaml: not checked: not written by gpuctk (no "# Written by gpuctk." first line)`,
 		dir + "/link.yaml: not checked: a symbolic link; gpuctk writes regular files",
+		dir + `/nvidia.json: not checked: a JSON spec has no "# Written by gpuctk." line to tell gpuctk's from another tool's`,
 		dir + "/other-kind.yaml: not checked: its kind is example.com/gpu, the configuration's is nvidia.com/gpu",
 	}
 	if strings.Join(notes, "\n") != strings.Join(wantNotes, "\n") {
