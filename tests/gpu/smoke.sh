@@ -239,19 +239,19 @@ int main(void) {
 	return 0;
 }
 EOF
-	gcc -O2 -o "$rootfs/bin/vadd" "$work/vadd.c" -ldl
+	# gnu11: the unprototyped pointer type above means "no arguments" in C23.
+	gcc -std=gnu11 -O2 -o "$rootfs/bin/vadd" "$work/vadd.c" -ldl
 	# The shell and glibc (libcuda needs libm, libdl, libpthread, librt),
 	# at the host's paths, and a linker cache of them: the hook adds the
 	# driver's libraries to it.
 	local f libdir
 	cp /bin/sh "$rootfs/bin/sh"
-	for f in $(ldd /bin/sh "$rootfs/bin/vadd" | grep -o '/[^ ]*'); do
-		mkdir -p "$rootfs$(dirname "$f")"
-		cp -L "$f" "$rootfs$f"
-	done
 	libdir=$(dirname "$(ldd /bin/sh | grep -o '/[^ ]*libc\.so\.6')")
-	for f in "$libdir"/lib{m,dl,pthread,rt}.so.*; do
-		[ -e "$f" ] && cp -L "$f" "$rootfs$f"
+	for f in $(ldd /bin/sh; ldd "$rootfs/bin/vadd") "$libdir"/lib{m,dl,pthread,rt}.so.*; do
+		if [[ $f == /* ]] && [ -e "$f" ]; then
+			mkdir -p "$rootfs$(dirname "$f")"
+			cp -L "$f" "$rootfs$f"
+		fi
 	done
 	echo "$libdir" >"$rootfs/etc/ld.so.conf"
 	ldconfig -r "$rootfs"
