@@ -8,13 +8,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuctk/gpuctk/cdi"
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 func cdiCommand() *cli.Command {
@@ -25,16 +29,21 @@ func cdiCommand() *cli.Command {
 			{
 				Name:  "generate",
 				Usage: "write the CDI spec of this host (stdout when no --output)",
-				Flags: append(hostFlags(),
+				Flags: append(specFlags(),
 					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: envVar("output"), Usage: "spec file to write atomically, e.g. /var/run/cdi/nvidia.yaml"},
 					&cli.StringFlag{Name: "format", EnvVars: envVar("format"), Usage: "yaml or json (default: from the --output extension, else yaml)"},
-					&cli.StringFlag{Name: "hook-path", EnvVars: envVar("hook-path"), Usage: "gpuctk-hook on the host (default: config [cdi] hook-path)"},
-					&cli.StringFlag{Name: "vendor", EnvVars: envVar("vendor"), Usage: "vendor of the spec's kind (default: config, nvidia.com)"},
-					&cli.StringFlag{Name: "class", EnvVars: envVar("class"), Usage: "class of the spec's kind (default: config, gpu)"},
-					&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 					&cli.BoolFlag{Name: "if-driver", EnvVars: envVar("if-driver"), Usage: "when the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version under the dev root), say so and exit 0 without writing anything (for boot-time refreshes)"},
+					&cli.BoolFlag{Name: "if-stale", EnvVars: envVar("if-stale"), Usage: "write --output only when `gpuctk cdi check` would find it stale (missing, or giving containers other edits than the host's now), so an unchanged host's spec keeps its file and runtimes' caches"},
 				),
 				Action: generate,
+			},
+			{
+				Name:  "check",
+				Usage: "compare gpuctk's specs in the spec dirs with the host: one line per stale thing, exit 1 when anything is stale",
+				Flags: append(specFlags(),
+					&cli.StringSliceFlag{Name: "spec-dir", EnvVars: envVar("spec-dir"), Usage: "spec dir to check (repeatable; default: config [cdi] spec-dirs)"},
+				),
+				Action: check,
 			},
 			{
 				Name:  "list",
@@ -72,19 +81,30 @@ func generate(c *cli.Context) error {
 	if warning != "" {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", warning)
 	}
-	set, p, err := resolve(c, cfg)
+	b, err := buildSpec(c, cfg, format)
 	if err != nil {
 		return err
 	}
-	files, err := loadFiles(c, cfg, set.Host, p)
-	if err != nil {
-		return err
-	}
-	data, kind, sum, err := cdi.Build(set, files, cfg, format)
-	if err != nil {
-		return err
-	}
+	set, data, kind, sum := b.set, b.data, b.kind, b.sum
 	out := c.String("output")
+	if c.Bool("if-stale") {
+		if out == "" {
+			return &usageError{cmd: c.Command.HelpName, err: errors.New("--if-stale needs --output: it compares the spec in that file with the host")}
+		}
+		fresh, err := freshOutput(c, out, data, b.files)
+		if err != nil {
+			return err
+		}
+		if fresh {
+			// The MPS mount points live in /run: make them even when the
+			// spec, in /etc/cdi, outlived a reboot.
+			if err := mps.MountPoints(set.MPS()); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s is fresh (%s): nothing written\n", out, sum)
+			return nil
+		}
+	}
 	if out == "" {
 		if _, err := c.App.Writer.Write(data); err != nil {
 			return err
@@ -101,6 +121,158 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
+	return nil
+}
+
+// specFlags are the flags that decide what the spec holds: generate and
+// check take the same, so a spec written with them checks fresh.
+func specFlags() []cli.Flag {
+	return append(hostFlags(),
+		&cli.StringFlag{Name: "hook-path", EnvVars: envVar("hook-path"), Usage: "gpuctk-hook on the host (default: config [cdi] hook-path)"},
+		&cli.StringFlag{Name: "vendor", EnvVars: envVar("vendor"), Usage: "vendor of the spec's kind (default: config, nvidia.com)"},
+		&cli.StringFlag{Name: "class", EnvVars: envVar("class"), Usage: "class of the spec's kind (default: config, gpu)"},
+		&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
+	)
+}
+
+// refreshSpec is the spec gpuctk-cdi-refresh.service writes.
+const refreshSpec = "/var/run/cdi/nvidia.yaml"
+
+// built is the spec the host gives now, with what checking a spec against
+// it needs.
+type built struct {
+	set   *offer.Set
+	data  []byte
+	kind  string
+	sum   cdi.Summary
+	files cdi.HostFiles
+}
+
+// buildSpec resolves the host and builds its spec in format, as generate
+// writes it.
+func buildSpec(c *cli.Context, cfg *config.Config, format string) (*built, error) {
+	set, p, err := resolve(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return buildFor(c, cfg, set, p, format)
+}
+
+// buildFor builds the spec of a resolved host.
+func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile, format string) (*built, error) {
+	files, err := loadFiles(c, cfg, set.Host, p)
+	if err != nil {
+		return nil, err
+	}
+	data, kind, sum, err := cdi.Build(set, files, cfg, format)
+	if err != nil {
+		return nil, err
+	}
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p)}, nil
+}
+
+// hostFiles says where cdi.Check finds the files a spec names: nowhere for
+// a simulated host without --driver-root or --dev-root, whose files are
+// a standard install's, not this machine's.
+func hostFiles(c *cli.Context, cfg *config.Config, p *inventory.Profile) cdi.HostFiles {
+	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
+		return cdi.HostFiles{}
+	}
+	return cdi.HostFiles{DriverRoot: cfg.CDI.DriverRoot, HostDriverRoot: cfg.CDI.HostDriverRoot, DevRoot: cfg.CDI.DevRootOrDriver()}
+}
+
+// freshOutput reports whether the spec at out gives containers what data
+// does, saying on stderr what is stale when it does not.
+func freshOutput(c *cli.Context, out string, data []byte, hf cdi.HostFiles) (bool, error) {
+	old, err := cdi.ReadSpecFile(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s does not exist: writing it\n", out)
+		return false, nil
+	}
+	if err != nil {
+		// Whatever is there, the atomic write replaces it.
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v: writing it\n", err)
+		return false, nil
+	}
+	stale, err := cdi.Check(out, old, data, hf)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range stale {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: stale:", s)
+	}
+	return len(stale) == 0, nil
+}
+
+// checkResult is what checkSpecs found: the specs checked, their stale
+// things, notes on the specs not judged, the specs that could not be read,
+// and the fix of each stale spec.
+type checkResult struct {
+	specs []string
+	stale []cdi.Stale
+	notes []string
+	errs  []error
+	fixes []string
+}
+
+// checkSpecs compares gpuctk's specs of the configured kind in the spec
+// dirs with the spec the host gives now (want).
+func checkSpecs(cfg *config.Config, kind string, want []byte, hf cdi.HostFiles) (checkResult, error) {
+	var r checkResult
+	own, notes, errs := cdi.OwnSpecs(cfg.CDI.SpecDirs, kind)
+	r.notes, r.errs = notes, errs
+	for _, o := range own {
+		r.specs = append(r.specs, o.Path)
+		st, err := cdi.Check(o.Path, o.Data, want, hf)
+		if err != nil {
+			return r, err
+		}
+		r.stale = append(r.stale, st...)
+		if len(st) > 0 {
+			fix := fmt.Sprintf("run `gpuctk cdi generate --output %s`", o.Path)
+			if o.Path == refreshSpec {
+				fix = "run `systemctl start gpuctk-cdi-refresh.service` or `gpuctk cdi generate --output " + refreshSpec + "`"
+			}
+			r.fixes = append(r.fixes, fmt.Sprintf("%s is stale (%s): %s", o.Path, countOf(len(st), "difference"), fix))
+		}
+	}
+	return r, nil
+}
+
+func check(c *cli.Context) error {
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	b, err := buildSpec(c, cfg, "yaml")
+	if err != nil {
+		return err
+	}
+	r, err := checkSpecs(cfg, b.kind, b.data, b.files)
+	if err != nil {
+		return err
+	}
+	for _, n := range r.notes {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: note:", n)
+	}
+	for _, s := range r.stale {
+		fmt.Fprintln(c.App.Writer, s)
+	}
+	for _, e := range r.errs {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk:", e)
+	}
+	for _, f := range r.fixes {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk:", f)
+	}
+	switch {
+	case len(r.errs) > 0:
+		return fmt.Errorf("%s could not be read (above)", countOf(len(r.errs), "spec"))
+	case len(r.specs) == 0:
+		return fmt.Errorf("no %s spec written by gpuctk in %s: run `gpuctk cdi generate --output %s`", b.kind, strings.Join(cfg.CDI.SpecDirs, ", "), refreshSpec)
+	case len(r.fixes) > 0:
+		return fmt.Errorf("%d of %s stale: regenerate as said above", len(r.fixes), countOf(len(r.specs), "spec"))
+	}
+	fmt.Fprintf(c.App.ErrWriter, "gpuctk: fresh: %s matches this host (%s)\n", strings.Join(r.specs, ", "), b.sum)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -9,13 +10,19 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gpuctk/gpuctk/cdi"
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 func infoCommand() *cli.Command {
 	return &cli.Command{
-		Name:   "info",
-		Usage:  "show the driver, GPUs, MIG devices, sharing, CDI specs and MPS daemons of this host",
-		Flags:  append(hostFlags(), &cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "MPS state root (default: config [mps] state-root)"}),
+		Name:  "info",
+		Usage: "show the driver, GPUs, MIG devices, sharing, CDI specs and MPS daemons of this host",
+		Flags: append(hostFlags(),
+			&cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "MPS state root (default: config [mps] state-root)"},
+			&cli.StringSliceFlag{Name: "spec-dir", EnvVars: envVar("spec-dir"), Usage: "spec dir to list and check (repeatable; default: config [cdi] spec-dirs)"},
+		),
 		Action: info,
 	}
 }
@@ -25,7 +32,7 @@ func info(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	set, _, err := resolve(c, cfg)
+	set, p, err := resolve(c, cfg)
 	if err != nil {
 		return err
 	}
@@ -92,6 +99,7 @@ func info(c *cli.Context) error {
 	for _, e := range specErrs {
 		fmt.Fprintf(w, "\tnot loaded: %v\n", e)
 	}
+	freshness(w, c, cfg, set, p)
 	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
 		_, m, err := mpsSetup(c, true)
 		if err != nil {
@@ -120,4 +128,35 @@ func countOf(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// freshness says whether gpuctk's specs are what the host gives now, as
+// `gpuctk cdi check` does, with the first stale things: info is where a
+// user looks first when a container lacks a device.
+func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile) {
+	const shown = 5
+	b, err := buildFor(c, cfg, set, p, "yaml")
+	var r checkResult
+	if err == nil {
+		r, err = checkSpecs(cfg, b.kind, b.data, b.files)
+	}
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "Fresh:\tnot checked: %v\n", err)
+		return
+	case len(r.specs) == 0:
+		fmt.Fprintf(w, "Fresh:\tno spec written by gpuctk to check\n")
+		return
+	case len(r.stale) == 0:
+		fmt.Fprintf(w, "Fresh:\tyes: %s matches this host\n", strings.Join(r.specs, ", "))
+		return
+	}
+	fmt.Fprintf(w, "Fresh:\tno: %s\n", strings.Join(r.fixes, "; "))
+	for i, s := range r.stale {
+		if i == shown {
+			fmt.Fprintf(w, "\tand %d more: run `gpuctk cdi check`\n", len(r.stale)-shown)
+			break
+		}
+		fmt.Fprintf(w, "\tstale: %s\n", s)
+	}
 }
