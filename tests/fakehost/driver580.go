@@ -187,15 +187,7 @@ func BuildFull(root string, p *inventory.Profile) error {
 			if soname == "%v" {
 				soname = filepath.Base(hp)
 			}
-			obj, err := SharedObject(soname)
-			if err != nil {
-				return err
-			}
-			data, err := os.ReadFile(obj)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(hp, data, 0o755); err != nil {
+			if err := installObject(soname, hp); err != nil {
 				return err
 			}
 		default:
