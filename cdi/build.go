@@ -39,7 +39,7 @@ func rebase(spec *specs.Spec, from, to string) {
 	from = filepath.Clean(from)
 	mounts := spec.ContainerEdits.Mounts
 	for _, d := range spec.Devices {
-		if IsCapability(d.Name) && d.Name != CapabilityPrefix+"all" {
+		if IsCapability(d.Name) && d.Name != driver.AllDevice {
 			mounts = append(mounts[:len(mounts):len(mounts)], d.ContainerEdits.Mounts...)
 		}
 	}

@@ -16,14 +16,11 @@ import (
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// CapabilityPrefix starts the names of the capability devices: the files
-// of one driver capability beyond compute and utility (capability-graphics,
-// capability-video, ...), and capability-all for all of them. They are no
-// GPU: a container asks for one beside its GPUs.
-const CapabilityPrefix = "capability-"
-
-// IsCapability reports whether a device name is a capability device's.
-func IsCapability(name string) bool { return strings.HasPrefix(name, CapabilityPrefix) }
+// IsCapability reports whether a device name is a capability device's:
+// the files of one driver capability beyond compute and utility
+// (capability-graphics, ...), or capability-all. They are no GPU: a
+// container asks for one beside its GPUs.
+func IsCapability(name string) bool { return strings.HasPrefix(name, driver.DevicePrefix) }
 
 // HookSetup is the gpuctk-hook subcommand the spec calls at container
 // creation: library links and linker cache in one invocation.
@@ -163,12 +160,12 @@ func capabilityDevices(f *driver.Files) []specs.Device {
 	var all []*specs.Mount
 	for _, c := range driver.Extra() {
 		if m := f.CapabilityMounts[c]; len(m) > 0 {
-			out = append(out, specs.Device{Name: CapabilityPrefix + string(c), ContainerEdits: specs.ContainerEdits{Mounts: m}})
+			out = append(out, specs.Device{Name: c.Device(), ContainerEdits: specs.ContainerEdits{Mounts: m}})
 			all = append(all, m...)
 		}
 	}
 	if len(all) > 0 {
-		out = append(out, specs.Device{Name: CapabilityPrefix + "all", ContainerEdits: specs.ContainerEdits{Mounts: all}})
+		out = append(out, specs.Device{Name: driver.AllDevice, ContainerEdits: specs.ContainerEdits{Mounts: all}})
 	}
 	return out
 }

@@ -31,6 +31,16 @@ const (
 	SandboxUtils Capability = "sandboxutils"
 )
 
+// DevicePrefix starts the names of the capability devices in the spec:
+// capability-graphics, ..., and capability-all for all of them.
+const DevicePrefix = "capability-"
+
+// AllDevice is the capability device with every capability's files.
+const AllDevice = DevicePrefix + "all"
+
+// Device returns the name of a capability's device in the spec.
+func (c Capability) Device() string { return DevicePrefix + string(c) }
+
 // Extra returns the capabilities beyond compute and utility, in the order
 // the spec lists their devices.
 func Extra() []Capability {
