@@ -73,6 +73,7 @@ func Setup(e *Env, o SetupOptions) error {
 			if err != nil {
 				return fmt.Errorf("link %s: %w", link, err)
 			}
+			e.debugf("link %s skipped: %s is not in the container", link, target)
 			continue
 		}
 		if err := s.mkdirs(path.Dir(link)); err != nil {
