@@ -124,6 +124,10 @@ var libraries = []library{
 	{cap: Graphics, base: "libnvoptix", soname: "libnvoptix.so.1"},
 	{cap: Graphics, base: "libnvidia-fbc", soname: "libnvidia-fbc.so.1", devLink: true},
 	{cap: Graphics, base: "libnvidia-vksc-core", soname: "libnvidia-vksc-core.so.1"},
+	// Vulkan's presentation helpers (Wayland WSI), which the Vulkan driver
+	// loads by file name.
+	{cap: Graphics, base: "libnvidia-present"},
+	{cap: Graphics, base: "libnvidia-wayland-client"},
 	{cap: Graphics, base: "libnvidia-egl-wayland", soname: "libnvidia-egl-wayland.so.1", suffix: "1.*.*"},
 	{cap: Graphics, base: "libnvidia-egl-gbm", soname: "libnvidia-egl-gbm.so.1", suffix: "1.*.*"},
 	{cap: Graphics, base: "libnvidia-egl-xcb", soname: "libnvidia-egl-xcb.so.1", suffix: "1.*.*"},

@@ -39,7 +39,7 @@ func TestDiscoverFull(t *testing.T) {
 		Graphics: {lib + "libGLX_nvidia.so." + v, lib + "libEGL_nvidia.so." + v, lib + "libGLESv2_nvidia.so." + v, lib + "libGLESv1_CM_nvidia.so." + v,
 			lib + "libnvidia-eglcore.so." + v, lib + "libnvidia-glcore.so." + v, lib + "libnvidia-glsi.so." + v, lib + "libnvidia-tls.so." + v,
 			lib + "libnvidia-glvkspirv.so." + v, lib + "libnvidia-rtcore.so." + v, lib + "libnvoptix.so." + v, lib + "libnvidia-fbc.so." + v,
-			lib + "libnvidia-vksc-core.so." + v, lib + "libnvidia-egl-wayland.so.1.1.19", lib + "libnvidia-egl-gbm.so.1.1.2",
+			lib + "libnvidia-vksc-core.so." + v, lib + "libnvidia-present.so." + v, lib + "libnvidia-wayland-client.so." + v, lib + "libnvidia-egl-wayland.so.1.1.19", lib + "libnvidia-egl-gbm.so.1.1.2",
 			lib + "libnvidia-egl-xcb.so.1.0.1", lib + "libnvidia-egl-xlib.so.1.0.1",
 			"/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json",
 			"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", "/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json",
