@@ -37,7 +37,13 @@ func rebase(spec *specs.Spec, from, to string) {
 		return
 	}
 	from = filepath.Clean(from)
-	for _, m := range spec.ContainerEdits.Mounts {
+	mounts := spec.ContainerEdits.Mounts
+	for _, d := range spec.Devices {
+		if IsCapability(d.Name) && d.Name != driver.AllDevice {
+			mounts = append(mounts[:len(mounts):len(mounts)], d.ContainerEdits.Mounts...)
+		}
+	}
+	for _, m := range mounts {
 		if rel, err := filepath.Rel(from, m.HostPath); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
 			m.HostPath = filepath.Join(to, rel)
 		}

@@ -3,6 +3,7 @@ package cdi
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -14,6 +15,12 @@ import (
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
 )
+
+// IsCapability reports whether a device name is a capability device's:
+// the files of one driver capability beyond compute and utility
+// (capability-graphics, ...), or capability-all. They are no GPU: a
+// container asks for one beside its GPUs.
+func IsCapability(name string) bool { return strings.HasPrefix(name, driver.DevicePrefix) }
 
 // HookSetup is the gpuctk-hook subcommand the spec calls at container
 // creation: library links and linker cache in one invocation.
@@ -90,11 +97,8 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 			Mounts:      f.Mounts,
 		},
 	}
-	if args := g.hookArgs(f); args != nil {
-		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
-	}
-
 	var all []*specs.DeviceNode
+	var driLinks []string
 	seen := map[string]bool{}
 	var nodes []*specs.DeviceNode
 	var edits specs.ContainerEdits
@@ -103,9 +107,11 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 		// and its replicas' edits once.
 		if i == 0 || set.Devices[i-1].UUID() != d.UUID() {
 			var err error
-			if nodes, err = deviceNodes(f, d.Device); err != nil {
+			var links []string
+			if nodes, links, err = deviceNodes(f, d.Device); err != nil {
 				return nil, sum, fmt.Errorf("%s (%s): %w", d.Device, d.UUID(), err)
 			}
+			driLinks = append(driLinks, links...)
 			for _, n := range nodes {
 				if !seen[n.Path] {
 					seen[n.Path] = true
@@ -130,6 +136,10 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 	}
 	spec.Devices = append(spec.Devices, specs.Device{Name: "all", ContainerEdits: specs.ContainerEdits{DeviceNodes: all}})
 	sum.Devices = len(spec.Devices)
+	spec.Devices = append(spec.Devices, capabilityDevices(f)...)
+	if args := g.hookArgs(f, driLinks); args != nil {
+		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
+	}
 
 	v, err := cdiapi.MinimumRequiredVersion(spec)
 	if err != nil {
@@ -142,14 +152,35 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 	return spec, sum, nil
 }
 
+// capabilityDevices returns a device per capability whose files the host
+// has, and capability-all with all of them; none when it has none (CDI
+// refuses a device without edits).
+func capabilityDevices(f *driver.Files) []specs.Device {
+	var out []specs.Device
+	var all []*specs.Mount
+	for _, c := range driver.Extra() {
+		if m := f.CapabilityMounts[c]; len(m) > 0 {
+			out = append(out, specs.Device{Name: c.Device(), ContainerEdits: specs.ContainerEdits{Mounts: m}})
+			all = append(all, m...)
+		}
+	}
+	if len(all) > 0 {
+		out = append(out, specs.Device{Name: driver.AllDevice, ContainerEdits: specs.ContainerEdits{Mounts: all}})
+	}
+	return out
+}
+
 // hookArgs returns the argument list of the spec's one hook call, nil when
-// there is nothing for the hook to do.
-func (g *Generator) hookArgs(f *driver.Files) []string {
-	if len(f.Links) == 0 && len(f.LibDirs) == 0 {
+// there is nothing for the hook to do. It lists every capability's links
+// and libraries and every GPU's /dev/dri by-path links: the hook makes a
+// link only when its target is in the container and adds only libraries
+// that are there, so each container gets those of the devices it has.
+func (g *Generator) hookArgs(f *driver.Files, driLinks []string) []string {
+	if len(f.Links) == 0 && len(f.LibDirs) == 0 && len(driLinks) == 0 {
 		return nil
 	}
 	args := []string{"gpuctk-hook", HookSetup}
-	for _, l := range f.Links {
+	for _, l := range append(f.Links[:len(f.Links):len(f.Links)], driLinks...) {
 		args = append(args, "--link", l)
 	}
 	for _, l := range f.Libraries {
@@ -161,21 +192,29 @@ func (g *Generator) hookArgs(f *driver.Files) []string {
 	return args
 }
 
-// deviceNodes returns a device's own nodes: /dev/nvidiaN for a GPU; the
-// parent's /dev/nvidiaN and the two capability nodes for a MIG device.
-func deviceNodes(f *driver.Files, d inventory.Device) ([]*specs.DeviceNode, error) {
+// deviceNodes returns a device's own nodes: /dev/nvidiaN and the DRM
+// nodes (/dev/dri/cardN, renderDN) for a GPU, with the by-path links of
+// the DRM nodes; the parent's /dev/nvidiaN and the two capability nodes
+// for a MIG device. A MIG device gets no DRM nodes, as with NVIDIA's
+// toolkit: they open the whole GPU for rendering and display, which MIG
+// does not partition.
+func deviceNodes(f *driver.Files, d inventory.Device) ([]*specs.DeviceNode, []string, error) {
 	gpu, err := f.GPUNode(d.GPU.Minor)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !d.IsMIG() {
-		return []*specs.DeviceNode{gpu}, nil
+		dri, links, err := f.DRI(d.GPU.Minor, d.GPU.PCIBusID)
+		if err != nil {
+			return nil, nil, err
+		}
+		return append([]*specs.DeviceNode{gpu}, dri...), links, nil
 	}
 	caps, err := f.MIGNodes(d.GPU.Minor, d.MIG.GI, d.MIG.CI)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append([]*specs.DeviceNode{gpu}, caps...), nil
+	return append([]*specs.DeviceNode{gpu}, caps...), nil, nil
 }
 
 // Validate checks a spec with the CDI library's validators: version, kind,

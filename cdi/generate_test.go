@@ -158,13 +158,16 @@ func TestInjectEveryName(t *testing.T) {
 				t.Fatalf("spec errors: %v", errs)
 			}
 			devices := cache.ListDevices()
-			if len(devices) != sum.Devices {
-				t.Fatalf("cache lists %d devices, summary says %d", len(devices), sum.Devices)
+			if want := sum.Devices + len(driver.Extra()) + 1; len(devices) != want {
+				t.Fatalf("cache lists %d devices, summary says %d and %d capability devices", len(devices), sum.Devices, want-sum.Devices)
 			}
 			for _, d := range devices {
 				ocispec := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
 				if unresolved, err := cache.InjectDevices(ocispec, d); err != nil {
 					t.Fatalf("inject %s: %v (unresolved %v)", d, err, unresolved)
+				}
+				if IsCapability(strings.TrimPrefix(d, "nvidia.com/gpu=")) {
+					continue // mounts alone, checked in TestCapabilityDevices
 				}
 				if len(ocispec.Linux.Devices) < 2 || len(ocispec.Mounts) == 0 || ocispec.Hooks == nil || len(ocispec.Hooks.CreateContainer) < 1 {
 					t.Fatalf("inject %s: devices %d, mounts %d, hooks %+v", d, len(ocispec.Linux.Devices), len(ocispec.Mounts), ocispec.Hooks)
@@ -262,7 +265,9 @@ func TestReplicaNames(t *testing.T) {
 			}
 			want = append(want, "all")
 			for _, d := range spec.Devices {
-				got = append(got, d.Name)
+				if !IsCapability(d.Name) {
+					got = append(got, d.Name)
+				}
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("device names:\n got %v\nwant %v", got, want)
@@ -454,8 +459,9 @@ func TestListConflicts(t *testing.T) {
 		t.Fatalf("%d conflicts, want 3 (one per pair of files): %v", len(conflicts), conflicts)
 	}
 	for _, c := range conflicts {
-		if len(c.Names) != sum.Devices {
-			t.Errorf("%s: %d names, want %d", c, len(c.Names), sum.Devices)
+		// The summary counts no capability device; a conflict names them.
+		if want := sum.Devices + len(driver.Extra()) + 1; len(c.Names) != want {
+			t.Errorf("%s: %d names, want %d", c, len(c.Names), want)
 		}
 		if !strings.Contains(c.String(), c.Files[0]+" and "+c.Files[1]+" both define ") {
 			t.Errorf("String = %q", c)
@@ -488,5 +494,65 @@ func TestHostDriverRoot(t *testing.T) {
 	}
 	if strings.Contains(string(data), "/driver-root") || !strings.Contains(string(data), `hostPath: "/usr/bin/nvidia-smi"`) {
 		t.Errorf("spec mounts still name /driver-root, or not the host's paths:\n%s", data)
+	}
+}
+
+// TestCapabilityDevices: a standard install's spec has one device per
+// capability beyond compute and utility, and capability-all, each with
+// mounts only; the summary and `cdi list`'s counts leave them out.
+func TestCapabilityDevices(t *testing.T) {
+	_, data, sum := generateFor(t, "l40s")
+	spec := &specs.Spec{}
+	if err := yaml.Unmarshal(data, spec); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	offered := 0
+	byName := map[string]specs.Device{}
+	for _, d := range spec.Devices {
+		byName[d.Name] = d
+		if !IsCapability(d.Name) {
+			offered++
+			continue
+		}
+		names = append(names, d.Name)
+		e := d.ContainerEdits
+		if len(e.Mounts) == 0 || len(e.DeviceNodes) > 0 || len(e.Hooks) > 0 || len(e.Env) > 0 {
+			t.Errorf("%s: edits %+v, want mounts only", d.Name, e)
+		}
+	}
+	want := "capability-graphics capability-video capability-display capability-ngx capability-optix capability-pkcs11 capability-sandboxutils capability-all"
+	if strings.Join(names, " ") != want {
+		t.Errorf("capability devices %q, want %q", names, want)
+	}
+	if sum.Devices != offered {
+		t.Errorf("summary counts %d device names, want %d (no capability device)", sum.Devices, offered)
+	}
+	all := 0
+	for _, c := range driver.Extra() {
+		all += len(byName["capability-"+string(c)].ContainerEdits.Mounts)
+	}
+	if got := len(byName["capability-all"].ContainerEdits.Mounts); got != all {
+		t.Errorf("capability-all has %d mounts, want %d", got, all)
+	}
+	dir := t.TempDir()
+	if err := WriteSpec(filepath.Join(dir, "nvidia.yaml"), data); err != nil {
+		t.Fatal(err)
+	}
+	listed, _, _, err := List([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps := 0
+	for _, l := range listed {
+		if l.Capability != IsCapability(strings.TrimPrefix(l.Name, spec.Kind+"=")) {
+			t.Errorf("listed %+v: capability %v", l, l.Capability)
+		}
+		if l.Capability {
+			caps++
+		}
+	}
+	if caps != len(names) || len(listed)-caps != sum.Devices {
+		t.Errorf("cdi list: %d capability devices of %d, want %d of %d", caps, len(listed), len(names), sum.Devices+len(names))
 	}
 }

@@ -82,6 +82,9 @@ type Listed struct {
 	Name string `json:"name" yaml:"name"`
 	Kind string `json:"kind" yaml:"kind"`
 	Spec string `json:"spec" yaml:"spec"`
+	// Capability marks a capability device (capability-graphics, ...):
+	// driver files to ask for beside a GPU, not a device of its own.
+	Capability bool `json:"capability,omitempty" yaml:"capability,omitempty"`
 }
 
 // Conflict is a pair of spec files that define the same device names.
@@ -115,7 +118,7 @@ func List(specDirs []string) ([]Listed, []Conflict, []error, error) {
 	var out []Listed
 	for _, name := range cache.ListDevices() {
 		d := cache.GetDevice(name)
-		out = append(out, Listed{Name: name, Kind: d.GetSpec().Kind, Spec: d.GetSpec().GetPath()})
+		out = append(out, Listed{Name: name, Kind: d.GetSpec().Kind, Spec: d.GetSpec().GetPath(), Capability: IsCapability(d.Name)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 

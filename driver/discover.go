@@ -68,6 +68,7 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		}
 		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: strings.TrimPrefix(p, strings.TrimSuffix(driverRoot, "/")), Options: fileOptions})
 	}
+	f.findDataFiles(dr)
 	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {
 		fws, _ := filepath.Glob(dr.Join(path.Join(d, version, "gsp*.bin")))
 		if len(fws) == 0 {
@@ -96,17 +97,13 @@ func (f *Files) findLibraries(r Root) error {
 		return err
 	}
 	for _, l := range libraries {
-		file := l.base + ".so." + f.Version
-		found := ""
-		for _, d := range append(dirs[l.base], LibDirs...) {
-			if isRegular(r.Join(path.Join(d, file))) {
-				found = path.Join(d, file)
-				break
-			}
+		found, err := l.find(r, append(dirs[l.base], LibDirs...), f.Version)
+		if err != nil {
+			return err
 		}
 		if found == "" {
 			if l.required {
-				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", file, r, strings.Join(LibDirs, ", "), f.Version)
+				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", l.base+".so."+f.Version, r, strings.Join(LibDirs, ", "), f.Version)
 			}
 			continue
 		}
@@ -116,7 +113,54 @@ func (f *Files) findLibraries(r Root) error {
 		}
 		f.addLibrary(l, r.Join(found), found, soname)
 	}
+	f.addGraphicsLinks()
 	return nil
+}
+
+// find returns the container path of a library's file, "" when there is
+// none: the file whose name carries the driver version (or the library's
+// own suffix), in the first folder that has it.
+func (l library) find(r Root, dirs []string, version string) (string, error) {
+	suffix := version
+	if l.suffix != "" {
+		suffix = l.suffix
+	}
+	for _, d := range dirs {
+		if l.dir != "" && path.Base(d) != l.dir {
+			d = path.Join(d, l.dir)
+		}
+		pattern := path.Join(d, l.base+".so."+suffix)
+		if l.suffix == "" {
+			if isRegular(r.Join(pattern)) {
+				return pattern, nil
+			}
+			continue
+		}
+		matches, err := filepath.Glob(r.Join(pattern))
+		if err != nil {
+			return "", fmt.Errorf("driver library %s: %w", pattern, err)
+		}
+		for _, m := range matches {
+			if isRegular(m) {
+				return path.Join(d, filepath.Base(m)), nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// addGraphicsLinks adds the graphics links whose target library was found.
+func (f *Files) addGraphicsLinks() {
+	for _, gl := range graphicsLinks {
+		target, name, _ := strings.Cut(gl, "::")
+		for _, lib := range f.Libraries {
+			dir := path.Dir(lib)
+			if path.Clean(path.Join(dir, path.Dir(name), target)) == lib {
+				f.Links = append(f.Links, target+"::"+path.Join(dir, name))
+				break
+			}
+		}
+	}
 }
 
 // cacheDirs returns, for each library base name, the folders the root's
@@ -191,6 +235,30 @@ func (h *hostNodes) node(p string) (*specs.DeviceNode, error) {
 		n.HostPath = hp
 	}
 	return n, nil
+}
+
+// drm lists the DRM nodes the kernel made for the GPU at busID, from
+// /sys/bus/pci/devices/<bus id>/drm under the dev root.
+func (h *hostNodes) drm(_ int, busID string) ([]string, error) {
+	if busID == "" {
+		return nil, nil
+	}
+	dir := h.root.Join("/sys/bus/pci/devices/" + sysfsBusID(busID) + "/drm")
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("DRM devices of GPU %s: %w", busID, err)
+	}
+	var names []string
+	for _, e := range entries {
+		var n int64
+		if scan(e.Name(), "card%d", &n) || scan(e.Name(), "renderD%d", &n) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
 }
 
 // capMinor reads MIG capability minors from /proc/driver/nvidia-caps/mig-minors,

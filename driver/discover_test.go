@@ -39,13 +39,16 @@ func TestDiscover(t *testing.T) {
 		"libcuda.so.580.65.06::" + lib + "libcuda.so.1",
 		"libcuda.so.1::" + lib + "libcuda.so",
 		"libnvidia-ml.so.580.65.06::" + lib + "libnvidia-ml.so.1",
+		"libnvidia-ml.so.1::" + lib + "libnvidia-ml.so",
 		"libnvidia-ptxjitcompiler.so.580.65.06::" + lib + "libnvidia-ptxjitcompiler.so.1",
+		"libnvidia-ptxjitcompiler.so.1::" + lib + "libnvidia-ptxjitcompiler.so",
 		"libnvidia-nvvm.so.580.65.06::" + lib + "libnvidia-nvvm.so.4",
+		"libnvidia-nvvm.so.4::" + lib + "libnvidia-nvvm.so",
 	}
 	if !reflect.DeepEqual(f.Links, wantLinks) {
 		t.Errorf("links = %q\nwant %q", f.Links, wantLinks)
 	}
-	wantLibs := []string{lib + "libcuda.so.1", lib + "libcuda.so", lib + "libnvidia-ml.so.1", lib + "libnvidia-ptxjitcompiler.so.1", lib + "libnvidia-nvvm.so.4"}
+	wantLibs := []string{lib + "libcuda.so.1", lib + "libcuda.so", lib + "libnvidia-ml.so.1", lib + "libnvidia-ml.so", lib + "libnvidia-ptxjitcompiler.so.1", lib + "libnvidia-ptxjitcompiler.so", lib + "libnvidia-nvvm.so.4", lib + "libnvidia-nvvm.so"}
 	if !reflect.DeepEqual(f.Libraries, wantLibs) {
 		t.Errorf("libraries = %q\nwant %q", f.Libraries, wantLibs)
 	}

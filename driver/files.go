@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"tags.cncf.io/container-device-interface/specs-go"
 )
@@ -14,18 +15,28 @@ type Files struct {
 	Version string
 	// ControlNodes are /dev/nvidiactl, /dev/nvidia-uvm, … present on the host.
 	ControlNodes []*specs.DeviceNode
-	// Mounts are the libraries, binaries, firmware and sockets, each at the
-	// same path in the container as under the driver root.
+	// Mounts are the compute and utility files (libraries, binaries,
+	// firmware, sockets, the OpenCL vendor file), each at the same path in
+	// the container as under the driver root: the spec's common edits.
 	Mounts []*specs.Mount
+	// CapabilityMounts are the files of every other capability present
+	// (graphics, video, display, ...): each becomes a capability device.
+	CapabilityMounts map[Capability][]*specs.Mount
 	// Links are the symbolic links the hook creates in the container, as
-	// "target::link" with the link's absolute path (SONAME and .so links).
+	// "target::link" with the link's absolute path (SONAME and .so links),
+	// for every capability: the hook makes a link only when its target is
+	// in the container, so a capability's links appear with its device.
 	Links []string
-	// LibDirs are the container folders holding the driver's libraries.
+	// LibDirs are the container folders holding the driver's libraries
+	// (vdpau/ too), every capability's.
 	LibDirs []string
 	// Libraries are the container paths the linker cache must map each
 	// library's SONAME to: the SONAME link, or the file when the SONAME is
 	// the file's own name.
 	Libraries []string
+	// Warnings say which files were found but left out, and why (a vendor
+	// JSON file that does not parse, or names a library the driver lacks).
+	Warnings []string
 
 	nodes nodeSource
 }
@@ -35,6 +46,9 @@ type Files struct {
 type nodeSource interface {
 	node(path string) (*specs.DeviceNode, error)
 	capMinor(gpuMinor, gi, ci int) (int, error)
+	// drm names the DRM nodes of a GPU ("card1", "renderD128"); none
+	// when the nvidia-drm module is not loaded.
+	drm(gpuMinor int, busID string) ([]string, error)
 }
 
 // GPUNode returns the node of the GPU with the given minor, /dev/nvidiaN.
@@ -64,31 +78,77 @@ func (f *Files) MIGNodes(gpuMinor, gi, ci int) ([]*specs.DeviceNode, error) {
 // name and the SONAME the driver gives it ("" when the SONAME is the file
 // name itself, as for libnvidia-gpucomp).
 type library struct {
+	cap    Capability
 	base   string
 	soname string
 	// devLink adds base.so -> SONAME, which some applications dlopen.
 	devLink  bool
 	required bool
+	// dir is the sub-folder of a library folder it lives in (vdpau).
+	dir string
+	// suffix is the file's version suffix when it is not the driver's
+	// (the EGL platform libraries have their own: .so.1.1.19); a glob.
+	suffix string
 }
 
-// libraries are the compute and utility libraries a CUDA container needs.
+// libraries are the driver's libraries by capability, as the driver's
+// packages (and its .run installer) ship them: the SONAME each has, and
+// whether a .so development link comes with it. Compute and utility go in
+// the spec's common edits; so do the video codec libraries (nvcuvid,
+// encode, opticalflow), which CUDA programs link and the common edits
+// have always carried.
 var libraries = []library{
-	{base: "libcuda", soname: "libcuda.so.1", devLink: true, required: true},
-	{base: "libcudadebugger", soname: "libcudadebugger.so.1"},
-	{base: "libnvidia-ml", soname: "libnvidia-ml.so.1", required: true},
-	{base: "libnvidia-ptxjitcompiler", soname: "libnvidia-ptxjitcompiler.so.1"},
-	{base: "libnvidia-nvvm", soname: "libnvidia-nvvm.so.4"},
-	{base: "libnvidia-opencl", soname: "libnvidia-opencl.so.1"},
-	{base: "libnvidia-gpucomp"},
-	{base: "libnvidia-allocator", soname: "libnvidia-allocator.so.1"},
-	{base: "libnvidia-cfg", soname: "libnvidia-cfg.so.1"},
-	{base: "libnvidia-opticalflow", soname: "libnvidia-opticalflow.so.1"},
-	{base: "libnvcuvid", soname: "libnvcuvid.so.1"},
-	{base: "libnvidia-encode", soname: "libnvidia-encode.so.1"},
+	{cap: Compute, base: "libcuda", soname: "libcuda.so.1", devLink: true, required: true},
+	{cap: Compute, base: "libcudadebugger", soname: "libcudadebugger.so.1", devLink: true},
+	{cap: Utility, base: "libnvidia-ml", soname: "libnvidia-ml.so.1", devLink: true, required: true},
+	{cap: Compute, base: "libnvidia-ptxjitcompiler", soname: "libnvidia-ptxjitcompiler.so.1", devLink: true},
+	{cap: Compute, base: "libnvidia-nvvm", soname: "libnvidia-nvvm.so.4", devLink: true},
+	{cap: Compute, base: "libnvidia-opencl", soname: "libnvidia-opencl.so.1"},
+	{cap: Compute, base: "libnvidia-gpucomp"},
+	{cap: Compute, base: "libnvidia-allocator", soname: "libnvidia-allocator.so.1", devLink: true},
+	{cap: Utility, base: "libnvidia-cfg", soname: "libnvidia-cfg.so.1", devLink: true},
+	{cap: Compute, base: "libnvidia-opticalflow", soname: "libnvidia-opticalflow.so.1", devLink: true},
+	{cap: Compute, base: "libnvcuvid", soname: "libnvcuvid.so.1", devLink: true},
+	{cap: Compute, base: "libnvidia-encode", soname: "libnvidia-encode.so.1", devLink: true},
+	{cap: Video, base: "libvdpau_nvidia", soname: "libvdpau_nvidia.so.1", dir: "vdpau", devLink: true},
+	{cap: Graphics, base: "libGLX_nvidia", soname: "libGLX_nvidia.so.0"},
+	{cap: Graphics, base: "libEGL_nvidia", soname: "libEGL_nvidia.so.0"},
+	{cap: Graphics, base: "libGLESv2_nvidia", soname: "libGLESv2_nvidia.so.2"},
+	{cap: Graphics, base: "libGLESv1_CM_nvidia", soname: "libGLESv1_CM_nvidia.so.1"},
+	{cap: Graphics, base: "libnvidia-eglcore"},
+	{cap: Graphics, base: "libnvidia-glcore"},
+	{cap: Graphics, base: "libnvidia-glsi"},
+	{cap: Graphics, base: "libnvidia-tls"},
+	{cap: Graphics, base: "libnvidia-glvkspirv"},
+	{cap: Graphics, base: "libnvidia-rtcore"},
+	{cap: Graphics, base: "libnvoptix", soname: "libnvoptix.so.1"},
+	{cap: Graphics, base: "libnvidia-fbc", soname: "libnvidia-fbc.so.1", devLink: true},
+	{cap: Graphics, base: "libnvidia-vksc-core", soname: "libnvidia-vksc-core.so.1"},
+	// Vulkan's presentation helpers (Wayland WSI), which the Vulkan driver
+	// loads by file name.
+	{cap: Graphics, base: "libnvidia-present"},
+	{cap: Graphics, base: "libnvidia-wayland-client"},
+	{cap: Graphics, base: "libnvidia-egl-wayland", soname: "libnvidia-egl-wayland.so.1", suffix: "1.*.*"},
+	{cap: Graphics, base: "libnvidia-egl-gbm", soname: "libnvidia-egl-gbm.so.1", suffix: "1.*.*"},
+	{cap: Graphics, base: "libnvidia-egl-xcb", soname: "libnvidia-egl-xcb.so.1", suffix: "1.*.*"},
+	{cap: Graphics, base: "libnvidia-egl-xlib", soname: "libnvidia-egl-xlib.so.1", suffix: "1.*.*"},
+	{cap: NGX, base: "libnvidia-ngx", soname: "libnvidia-ngx.so.1"},
+	{cap: PKCS11, base: "libnvidia-pkcs11"},
+	{cap: PKCS11, base: "libnvidia-pkcs11-openssl3"},
+	{cap: SandboxUtils, base: "libnvidia-sandboxutils", soname: "libnvidia-sandboxutils.so.1"},
+}
+
+// graphicsLinks are the links glvnd and GBM look for that are not a
+// library's own SONAME or .so link, relative to the library folder: the
+// GLX indirect-rendering fallback and GBM's backend (Mesa's libgbm loads
+// gbm/<drm driver>_gbm.so). Each is made only when its target is there.
+var graphicsLinks = []string{
+	"libGLX_nvidia.so.0::libGLX_indirect.so.0",
+	"../libnvidia-allocator.so.1::gbm/nvidia-drm_gbm.so",
 }
 
 // binaries are the driver's programs a container may run.
-var binaries = []string{"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server"}
+var binaries = []string{"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server", "nvidia-imex", "nvidia-imex-ctl"}
 
 // sockets are the driver daemons' sockets a container may talk to.
 var sockets = []string{"/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"}
@@ -101,7 +161,7 @@ var (
 // addLibrary records a library file found at containerPath (hostPath on
 // the host), with the links its SONAME and .so name need.
 func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
-	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: hostPath, ContainerPath: containerPath, Options: fileOptions})
+	f.add(l.cap, &specs.Mount{HostPath: hostPath, ContainerPath: containerPath, Options: fileOptions})
 	dir, file := path.Split(containerPath)
 	dir = path.Clean(dir)
 	if soname == "" {
@@ -121,4 +181,51 @@ func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
 		}
 	}
 	f.LibDirs = append(f.LibDirs, dir)
+}
+
+// add records a mount of a capability's file.
+func (f *Files) add(c Capability, m *specs.Mount) {
+	if c == Compute || c == Utility {
+		f.Mounts = append(f.Mounts, m)
+		return
+	}
+	if f.CapabilityMounts == nil {
+		f.CapabilityMounts = map[Capability][]*specs.Mount{}
+	}
+	f.CapabilityMounts[c] = append(f.CapabilityMounts[c], m)
+}
+
+// DRI returns a GPU's DRM nodes (/dev/dri/cardN, /dev/dri/renderDN) and
+// the by-path links udev makes for them, as "target::link"; none when the
+// host has no DRM device for the GPU (nvidia-drm not loaded).
+func (f *Files) DRI(gpuMinor int, busID string) ([]*specs.DeviceNode, []string, error) {
+	names, err := f.nodes.drm(gpuMinor, busID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var nodes []*specs.DeviceNode
+	var links []string
+	for _, name := range names {
+		n, err := f.nodes.node("/dev/dri/" + name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("GPU %s: %w", busID, err)
+		}
+		nodes = append(nodes, n)
+		kind := "card"
+		if strings.HasPrefix(name, "renderD") {
+			kind = "render"
+		}
+		links = append(links, fmt.Sprintf("../%s::/dev/dri/by-path/pci-%s-%s", name, sysfsBusID(busID), kind))
+	}
+	return nodes, links, nil
+}
+
+// sysfsBusID turns NVML's bus id (00000000:07:00.0) into the kernel's
+// (0000:07:00.0): a 4-digit domain, lower case.
+func sysfsBusID(id string) string {
+	id = strings.ToLower(id)
+	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
+		id = dom[len(dom)-4:] + ":" + rest
+	}
+	return id
 }

@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"tags.cncf.io/container-device-interface/specs-go"
 )
@@ -20,6 +21,12 @@ const (
 	capsPerGI     = 9   // the GI's access node, then 8 compute instances
 	capsPerGPU    = 135 // 15 GPU instances
 	firstMIGMinor = 3   // after config (1) and monitor (2)
+	drmMajor      = 226
+	// firstRenderMinor is the kernel's first render node, renderD128.
+	firstRenderMinor = 128
+	// standardEGLPlatformVersion stands for the EGL platform libraries'
+	// own versions (egl-wayland 1.1.19, egl-gbm 1.1.2 in driver 580).
+	standardEGLPlatformVersion = "1.1.0"
 )
 
 // Standard returns the files of a standard driver install of the given
@@ -33,13 +40,18 @@ func Standard(version string, uvmMajor, capsMajor int) *Files {
 		f.ControlNodes = append(f.ControlNodes, n)
 	}
 	for _, l := range libraries {
-		p := path.Join(standardLib, l.base+".so."+version)
+		suffix := version
+		if l.suffix != "" {
+			suffix = standardEGLPlatformVersion
+		}
+		p := path.Join(standardLib, l.dir, l.base+".so."+suffix)
 		soname := l.soname
 		if soname == "" {
 			soname = path.Base(p)
 		}
 		f.addLibrary(l, p, p, soname)
 	}
+	f.addGraphicsLinks()
 	for _, b := range binaries {
 		p := path.Join(standardBin, b)
 		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
@@ -49,6 +61,14 @@ func Standard(version string, uvmMajor, capsMajor int) *Files {
 		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
 	}
 	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: sockets[0], ContainerPath: sockets[0], Options: socketOptions})
+	for _, d := range dataFiles {
+		p := strings.ReplaceAll(d.paths[0], "%v", version)
+		f.add(d.cap, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
+		if d.link != "" {
+			target, name, _ := strings.Cut(strings.ReplaceAll(d.link, "%v", version), "::")
+			f.Links = append(f.Links, target+"::"+path.Join(path.Dir(p), name))
+		}
+	}
 	return f
 }
 
@@ -66,6 +86,8 @@ func (s standardNodes) node(p string) (*specs.DeviceNode, error) {
 		major, minor = s.uvm, 0
 	case p == "/dev/nvidia-uvm-tools":
 		major, minor = s.uvm, 1
+	case scan(p, "/dev/dri/card%d", &n), scan(p, "/dev/dri/renderD%d", &n):
+		major, minor = drmMajor, n
 	case scan(p, "/dev/nvidia-caps/nvidia-cap%d", &n):
 		major, minor = s.caps, n
 	case scan(p, "/dev/nvidia%d", &n):
@@ -75,6 +97,13 @@ func (s standardNodes) node(p string) (*specs.DeviceNode, error) {
 		return nil, fmt.Errorf("no standard device node %s", p)
 	}
 	return &specs.DeviceNode{Path: p, Type: "c", Major: major, Minor: minor}, nil
+}
+
+// drm numbers a standard host's DRM nodes: card0 is the board's own
+// display controller (a BMC's VGA on servers), so GPU minor m has
+// card<m+1> and renderD<128+m>.
+func (s standardNodes) drm(gpuMinor int, _ string) ([]string, error) {
+	return []string{fmt.Sprintf("card%d", gpuMinor+1), fmt.Sprintf("renderD%d", firstRenderMinor+gpuMinor)}, nil
 }
 
 func (s standardNodes) capMinor(gpuMinor, gi, ci int) (int, error) {

@@ -69,13 +69,27 @@ func Setup(e *Env, o SetupOptions) error {
 	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
+		if ok, err := s.present(path.Join(path.Dir(link), target), false); !ok || err != nil {
+			if err != nil {
+				return fmt.Errorf("link %s: %w", link, err)
+			}
+			e.debugf("link %s skipped: %s is not in the container", link, target)
+			continue
+		}
+		if err := s.mkdirs(path.Dir(link)); err != nil {
+			return fmt.Errorf("link %s: %w", link, err)
+		}
 		if err := s.symlink(target, link); err != nil {
 			return err
 		}
 		e.debugf("link %s -> %s", link, target)
 	}
-	if len(o.Folders) == 0 {
-		return nil
+	o.Libraries, err = s.onlyPresent(o.Libraries, false)
+	if err != nil {
+		return err
+	}
+	if o.Folders, err = s.onlyPresent(o.Folders, true); err != nil || len(o.Folders) == 0 {
+		return err
 	}
 	// why says why the image's cache could not be merged into.
 	var why *noCache
@@ -103,6 +117,62 @@ func Setup(e *Env, o SetupOptions) error {
 		s.warn("%v; rebuilt it with ldconfig", why)
 	}
 	return nil
+}
+
+// present reports whether p (absolute, in the container) is in the root: a
+// folder when dir is set, else a file or a device node. The spec lists
+// the links and libraries of every capability and every GPU's DRM by-path
+// links; those whose target the container was not given are skipped, so
+// each container gets the links of the devices it has. A FIFO, a socket
+// or anything else counts as absent. Links are followed inside the root
+// only: one that leads out of it is an error, as for the links made.
+func (s *setup) present(p string, dir bool) (bool, error) {
+	st, err := s.root.Stat(strings.TrimPrefix(path.Clean(p), "/"))
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if dir {
+		return st.IsDir(), nil
+	}
+	return st.Mode().IsRegular() || st.Mode()&fs.ModeCharDevice != 0, nil
+}
+
+// mkdirs makes the folders of dir that the container lacks (the by-path
+// folder under /dev/dri, gbm/ in the library folder), inside the root and
+// the container's own.
+func (s *setup) mkdirs(dir string) error {
+	rel := ""
+	for _, part := range strings.Split(strings.TrimPrefix(path.Clean(dir), "/"), "/") {
+		rel = path.Join(rel, part)
+		if _, err := s.root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
+			continue // there; anything else fails the link itself
+		}
+		if err := s.root.Mkdir(rel, 0o755); err != nil {
+			return err
+		}
+		if err := s.chown(rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// onlyPresent returns the paths of list that are in the root.
+func (s *setup) onlyPresent(list []string, dir bool) ([]string, error) {
+	out := list[:0:0]
+	for _, p := range list {
+		ok, err := s.present(p, dir)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }
 
 // setup is one run of Setup.

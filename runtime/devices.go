@@ -9,11 +9,16 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/parser"
+
+	"github.com/gpuctk/gpuctk/driver"
 )
 
 const (
 	// EnvVar is the variable through which docker and images request GPUs.
 	EnvVar = "NVIDIA_VISIBLE_DEVICES"
+	// CapabilitiesVar names the driver capabilities a container wants;
+	// unset or empty means compute,utility (the spec's common edits).
+	CapabilitiesVar = "NVIDIA_DRIVER_CAPABILITIES"
 	// annotationPrefix marks CDI requests from Kubernetes device plugins.
 	annotationPrefix = "cdi.k8s.io/"
 	// MountDir holds /dev/null mounts, one per device, from device plugins
@@ -30,6 +35,10 @@ type request struct {
 	// device, that is the specs' common edits alone.
 	commonOnly bool
 	seen       map[string]bool // devices, to add each once in linear time
+	// optional are the capability devices NVIDIA_DRIVER_CAPABILITIES asks
+	// for: injected when the spec has them (a host without graphics files
+	// has no capability-graphics), never an error when it does not.
+	optional []string
 }
 
 // maxDevices bounds the distinct devices one container may ask for: the
@@ -169,17 +178,48 @@ func fromAnnotations(annotations map[string]string) (*request, error) {
 
 // envValue returns the last NVIDIA_VISIBLE_DEVICES of the process, as a
 // shell would see it after later assignments override earlier ones.
-func envValue(spec *specs.Spec) string {
+func envValue(spec *specs.Spec) string { return lastEnv(spec, EnvVar) }
+
+func lastEnv(spec *specs.Spec, name string) string {
 	if spec.Process == nil {
 		return ""
 	}
 	val := ""
 	for _, e := range spec.Process.Env {
-		if v, ok := strings.CutPrefix(e, EnvVar+"="); ok {
+		if v, ok := strings.CutPrefix(e, name+"="); ok {
 			val = v
 		}
 	}
 	return val
+}
+
+// capabilities returns the capability devices NVIDIA_DRIVER_CAPABILITIES
+// asks for, qualified with kind, and the names in it that are no
+// capability. compute and utility are the common edits every device
+// brings; "all" is capability-all.
+func capabilities(spec *specs.Spec, kind string) (devices, unknown []string) {
+	known := map[string]bool{}
+	for _, c := range driver.Extra() {
+		known[string(c)] = true
+	}
+	seen := map[string]bool{}
+	for c := range strings.SplitSeq(lastEnv(spec, CapabilitiesVar), ",") {
+		c = strings.TrimSpace(c)
+		if seen[c] || len(seen) > len(known)+maxListed {
+			continue // bounded: a list of a million names costs one pass
+		}
+		seen[c] = true
+		switch {
+		case c == "" || c == string(driver.Compute) || c == string(driver.Utility):
+		case c == "all":
+			return []string{kind + "=" + driver.AllDevice}, nil
+		case known[c]:
+			devices = append(devices, kind+"="+driver.Capability(c).Device())
+		default:
+			unknown = append(unknown, c)
+		}
+	}
+	return devices, unknown
 }
 
 // fromMounts reads /dev/null mounts under MountDir.

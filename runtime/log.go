@@ -58,6 +58,12 @@ func (l *logger) Infof(format string, a ...any) {
 	}
 }
 
+func (l *logger) Warnf(format string, a ...any) {
+	if !l.quiet {
+		l.write("warning", format, a...)
+	}
+}
+
 func (l *logger) Errorf(format string, a ...any) { l.write("error", format, a...) }
 
 func (l *logger) write(level, format string, a ...any) {

@@ -19,6 +19,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
@@ -214,6 +215,13 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
+	if !req.commonOnly {
+		var unknown []string
+		req.optional, unknown = capabilities(&asked, kind)
+		if len(unknown) > 0 {
+			log.Warnf("create %s: %s names capabilities gpuctk does not know, ignored: %s (known: compute, utility, %s, all)", inv.id, CapabilitiesVar, list(unknown), capabilityNames())
+		}
+	}
 	e, err := readEditable(doc, asked.Annotations, asked.Mounts, process, env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -268,7 +276,16 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	var replace bool
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		edits, unknown, index, ok, found := cachedEdits(root, fp, req.devices)
+		edits, unknown, index, ok, found := cachedEdits(root, fp, append(req.devices, req.optional...))
+		if ok && len(unknown) > 0 && len(req.optional) > 0 {
+			// Capability devices the spec lacks are left out, not errors.
+			absent := map[string]bool{}
+			for _, u := range unknown {
+				absent[u] = true
+			}
+			have := slices.DeleteFunc(slices.Clone(req.optional), func(d string) bool { return absent[d] })
+			edits, unknown, index, ok, found = cachedEdits(root, fp, append(req.devices, have...))
+		}
 		switch {
 		case ok && len(unknown) > 0:
 			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
@@ -290,7 +307,16 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 			writeCache(root, fp, cache, replace)
 		}
 	}
-	unresolved, err := cache.InjectDevices(spec, req.devices...)
+	devices := req.devices
+	if len(req.optional) > 0 {
+		devices = slices.Clone(devices)
+		for _, d := range req.optional {
+			if cache.GetDevice(d) != nil {
+				devices = append(devices, d)
+			}
+		}
+	}
+	unresolved, err := cache.InjectDevices(spec, devices...)
 	if len(unresolved) > 0 {
 		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
 	}
@@ -298,6 +324,15 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		return fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
 	return nil
+}
+
+// capabilityNames lists the capabilities beyond compute and utility.
+func capabilityNames() string {
+	var names []string
+	for _, c := range driver.Extra() {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
 }
 
 // injectCommon applies the common edits of the specs of kind alone.

@@ -18,6 +18,10 @@ import (
 func TestRun(t *testing.T) {
 	bundle := t.TempDir()
 	os.MkdirAll(filepath.Join(bundle, "rootfs"), 0o755)
+	// The links' targets: the hook makes a link only to what is there.
+	for _, lib := range []string{"libx.so.1", "liby.so.1"} {
+		os.WriteFile(filepath.Join(bundle, "rootfs", lib), nil, 0o644)
+	}
 	os.WriteFile(filepath.Join(bundle, "config.json"), []byte(`{"root":{"path":"rootfs"}}`), 0o644)
 	st, _ := json.Marshal(map[string]any{"bundle": bundle})
 	for _, tc := range []struct {

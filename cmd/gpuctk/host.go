@@ -96,6 +96,9 @@ func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *invento
 	f, err := driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
 	if err == nil {
 		debugf(c, "driver files under %s (devices under %s): %d control nodes, %d mounts, %d links", cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), len(f.ControlNodes), len(f.Mounts), len(f.Links))
+		for _, w := range f.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+		}
 	}
 	return f, err
 }

@@ -82,7 +82,9 @@ func info(c *cli.Context) error {
 	}
 	perSpec := map[string]int{}
 	for _, d := range devices {
-		perSpec[d.Spec]++
+		if !d.Capability {
+			perSpec[d.Spec]++
+		}
 	}
 	var specs []string
 	for p, n := range perSpec {

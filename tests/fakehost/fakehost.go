@@ -69,6 +69,22 @@ func SharedObject(soname string) (string, error) {
 	return out, nil
 }
 
+// installObject writes a shared object with the given SONAME at dst.
+func installObject(soname, dst string) error {
+	obj, err := SharedObject(soname)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(obj)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
 // Build fills root with the driver files and device nodes of the host a
 // profile describes: control nodes, /dev/nvidiaN per GPU, MIG capability
 // nodes and /proc/driver/nvidia-caps/mig-minors, the libraries with their
@@ -123,19 +139,7 @@ func Build(root string, p *inventory.Profile) error {
 		}
 	}
 	for base, soname := range Libraries {
-		obj, err := SharedObject(soname)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(obj)
-		if err != nil {
-			return err
-		}
-		dst := filepath.Join(root, LibDir, base+".so."+p.DriverVersion)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
+		if err := installObject(soname, filepath.Join(root, LibDir, base+".so."+p.DriverVersion)); err != nil {
 			return err
 		}
 	}

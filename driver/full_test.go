@@ -1,0 +1,198 @@
+package driver
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
+)
+
+// TestDiscoverFull finds each capability's files in a full 580 install,
+// and Standard lists the same files for a standard install.
+func TestDiscoverFull(t *testing.T) {
+	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
+	p, err := inventory.LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := fakehost.BuildFull(root, p); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) > 0 {
+		t.Errorf("warnings: %q", f.Warnings)
+	}
+	lib := "/usr/lib/x86_64-linux-gnu/"
+	v := p.DriverVersion
+	want := map[Capability][]string{
+		Graphics: {lib + "libGLX_nvidia.so." + v, lib + "libEGL_nvidia.so." + v, lib + "libGLESv2_nvidia.so." + v, lib + "libGLESv1_CM_nvidia.so." + v,
+			lib + "libnvidia-eglcore.so." + v, lib + "libnvidia-glcore.so." + v, lib + "libnvidia-glsi.so." + v, lib + "libnvidia-tls.so." + v,
+			lib + "libnvidia-glvkspirv.so." + v, lib + "libnvidia-rtcore.so." + v, lib + "libnvoptix.so." + v, lib + "libnvidia-fbc.so." + v,
+			lib + "libnvidia-vksc-core.so." + v, lib + "libnvidia-present.so." + v, lib + "libnvidia-wayland-client.so." + v, lib + "libnvidia-egl-wayland.so.1.1.19", lib + "libnvidia-egl-gbm.so.1.1.2",
+			lib + "libnvidia-egl-xcb.so.1.0.1", lib + "libnvidia-egl-xlib.so.1.0.1",
+			"/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json",
+			"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", "/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json",
+			"/usr/share/egl/egl_external_platform.d/20_nvidia_xlib.json", "/usr/share/vulkan/icd.d/nvidia_icd.json",
+			"/usr/share/vulkan/implicit_layer.d/nvidia_layers.json", "/usr/share/vulkansc/icd.d/nvidia_icd.json"},
+		Video:        {lib + "vdpau/libvdpau_nvidia.so." + v},
+		Display:      {"/usr/share/X11/xorg.conf.d/10-nvidia.conf", "/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so." + v},
+		NGX:          {lib + "libnvidia-ngx.so." + v, lib + "nvidia/wine/nvngx.dll", lib + "nvidia/wine/_nvngx.dll"},
+		OptiX:        {"/usr/share/nvidia/nvoptix.bin"},
+		PKCS11:       {lib + "libnvidia-pkcs11.so." + v, lib + "libnvidia-pkcs11-openssl3.so." + v},
+		SandboxUtils: {lib + "libnvidia-sandboxutils.so." + v, "/usr/share/nvidia/files.d/sandboxutils-filelist.json"},
+	}
+	std := Standard(v, p.UVMMajor, p.CapsMajor)
+	for _, c := range Extra() {
+		var got, gotStd []string
+		for _, m := range f.CapabilityMounts[c] {
+			got = append(got, m.ContainerPath)
+			if m.HostPath != filepath.Join(root, m.ContainerPath) {
+				t.Errorf("%s: mount %+v not from the root", c, m)
+			}
+		}
+		for _, m := range std.CapabilityMounts[c] {
+			gotStd = append(gotStd, m.ContainerPath)
+		}
+		if !reflect.DeepEqual(got, want[c]) {
+			t.Errorf("%s mounts:\n got %q\nwant %q", c, got, want[c])
+		}
+		// Standard knows every path; the EGL platform libraries' own
+		// versions stand for whatever the install has.
+		if len(gotStd) < len(want[c]) {
+			t.Errorf("Standard %s mounts: %q, fewer than %q", c, gotStd, want[c])
+		}
+	}
+	for _, l := range []string{
+		"libGLX_nvidia.so." + v + "::" + lib + "libGLX_nvidia.so.0",
+		"libGLX_nvidia.so.0::" + lib + "libGLX_indirect.so.0",
+		"../libnvidia-allocator.so.1::" + lib + "gbm/nvidia-drm_gbm.so",
+		"libvdpau_nvidia.so." + v + "::" + lib + "vdpau/libvdpau_nvidia.so.1",
+		"libglxserver_nvidia.so." + v + "::/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so",
+		"libnvidia-fbc.so.1::" + lib + "libnvidia-fbc.so",
+	} {
+		if !contains(f.Links, l) || !contains(std.Links, l) {
+			t.Errorf("link %s missing: discovered %v, standard %v", l, contains(f.Links, l), contains(std.Links, l))
+		}
+	}
+	if l := "libnvidia-egl-wayland.so.1.1.19::" + lib + "libnvidia-egl-wayland.so.1"; !contains(f.Links, l) {
+		t.Errorf("link %s missing", l)
+	}
+	if !contains(f.LibDirs, lib+"vdpau") || !contains(std.LibDirs, lib+"vdpau") {
+		t.Errorf("lib dirs %v (standard %v) lack vdpau", f.LibDirs, std.LibDirs)
+	}
+	var common []string
+	for _, m := range f.Mounts {
+		common = append(common, m.ContainerPath)
+	}
+	for _, m := range []string{"/etc/OpenCL/vendors/nvidia.icd", "/usr/bin/nvidia-imex", "/usr/bin/nvidia-imex-ctl", lib + "libnvcuvid.so." + v} {
+		if !contains(common, m) {
+			t.Errorf("common mounts lack %s: %v", m, common)
+		}
+	}
+	for _, g := range p.GPUs {
+		nodes, links, err := f.DRI(g.Minor, g.PCIBusID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdNodes, stdLinks, _ := std.DRI(g.Minor, g.PCIBusID)
+		var got []string
+		for i, n := range nodes {
+			got = append(got, n.Path)
+			if n.Major != 226 || n.Type != "c" || n.Minor != stdNodes[i].Minor {
+				t.Errorf("DRI node %+v, standard %+v", n, stdNodes[i])
+			}
+		}
+		sort.Strings(got)
+		bus := fakehost.SysfsBusID(g.PCIBusID)
+		wantNodes := []string{"/dev/dri/" + fakehost.DRMCard(g.Minor), "/dev/dri/" + fakehost.DRMRender(g.Minor)}
+		wantLinks := []string{"../" + fakehost.DRMCard(g.Minor) + "::/dev/dri/by-path/pci-" + bus + "-card", "../" + fakehost.DRMRender(g.Minor) + "::/dev/dri/by-path/pci-" + bus + "-render"}
+		if !reflect.DeepEqual(got, wantNodes) || !reflect.DeepEqual(links, wantLinks) || !reflect.DeepEqual(stdLinks, wantLinks) {
+			t.Errorf("GPU %d DRI: nodes %v links %v (standard %v)\nwant %v, %v", g.Minor, got, links, stdLinks, wantNodes, wantLinks)
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestDataFileChecks: a vendor file that is not what it should be is left
+// out with a warning naming it; one naming a library elsewhere is linked.
+func TestDataFileChecks(t *testing.T) {
+	icd := func(lib string) string { return `{"ICD": {"library_path": "` + lib + `"}}` }
+	lib := "/usr/lib/x86_64-linux-gnu/"
+	tests := []struct {
+		name, content string
+		check         check
+		warn          string // substring of the warning; "" none
+		link          string // link added
+	}{
+		{name: "bare SONAME", content: icd("libGLX_nvidia.so.0"), check: icdJSON},
+		{name: "absolute, where it is mounted", content: icd(lib + "libGLX_nvidia.so.0"), check: icdJSON},
+		{name: "absolute under another driver root", content: icd("/run/nvidia/driver" + lib + "libGLX_nvidia.so.0"), check: icdJSON,
+			link: lib + "libGLX_nvidia.so.0::/run/nvidia/driver" + lib + "libGLX_nvidia.so.0"},
+		{name: "unknown library", content: icd("libvulkan_other.so.1"), check: icdJSON, warn: "does not provide"},
+		{name: "not JSON", content: "ICD = libGLX", check: icdJSON, warn: "not a JSON object"},
+		{name: "no ICD member", content: `{"layer": {"library_path": "libGLX_nvidia.so.0"}}`, check: icdJSON, warn: `no "ICD"`},
+		{name: "layer", content: `{"layer": {"library_path": "libGLX_nvidia.so.0"}}`, check: layerJSON},
+		{name: "too large", content: `{"ICD": {"library_path": "libGLX_nvidia.so.0"}, "x": "` + strings.Repeat("a", maxDataFile) + `"}`, check: icdJSON, warn: "larger than"},
+		{name: "OpenCL vendor", content: "libnvidia-opencl.so.1\n", check: libraryName},
+		{name: "OpenCL vendor, two lines", content: "libnvidia-opencl.so.1\nlibx.so\n", check: libraryName, warn: "one line"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			p := filepath.Join(root, "f.json")
+			writeFile(t, p, tt.content)
+			f := &Files{Libraries: []string{lib + "libGLX_nvidia.so.0", lib + "libnvidia-opencl.so.1"}}
+			var warn string
+			l, err := checkDataFile(p, tt.check)
+			if err == nil {
+				err = f.fixLibraryPath(l, map[string]string{"libGLX_nvidia.so.0": lib + "libGLX_nvidia.so.0", "libnvidia-opencl.so.1": lib + "libnvidia-opencl.so.1"})
+			}
+			if err != nil {
+				warn = err.Error()
+			}
+			if (tt.warn == "") != (warn == "") || !strings.Contains(warn, tt.warn) {
+				t.Errorf("warning %q, want one with %q", warn, tt.warn)
+			}
+			if tt.link != "" && !reflect.DeepEqual(f.Links, []string{tt.link}) || tt.link == "" && len(f.Links) > 0 {
+				t.Errorf("links %q, want %q", f.Links, tt.link)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDataFileFIFO: a FIFO in a vendor file's place costs no wait.
+func TestDataFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "nvidia_icd.json")
+	if err := unix.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkDataFile(p, icdJSON); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("FIFO: %v", err)
+	}
+}
