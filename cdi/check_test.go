@@ -91,6 +91,8 @@ func TestCheckSimulated(t *testing.T) {
 			spec + ": device 4, GPU-00000000-0000-0000-0000-000000000004: in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)",
 		}},
 		{"GPU added", "l40s", func(p *inventory.Profile) { p.GPUs = p.GPUs[:3] }, []string{
+			// The one hook call lists every GPU's DRM by-path links.
+			spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only today's has ../card4::/dev/dri/by-path/pci-0000:c1:00.0-card ../renderD131::/dev/dri/by-path/pci-0000:c1:00.0-render",
 			spec + ": device 3, GPU-" + "%s: on the host, not in the spec (a GPU or MIG device added, its UUID changed, or sharing changed)",
 		}},
 		{"MIG device added", "h100", func(p *inventory.Profile) { p.GPUs[0].MIG = p.GPUs[0].MIG[:6] }, []string{
@@ -197,7 +199,7 @@ func TestCheckFakeRoot(t *testing.T) {
 			lib := root + fakehost.LibDir + "/libnvidia-nvvm.so." + p.DriverVersion
 			return []string{
 				spec + ": common edits: library " + fakehost.LibDir + "/libnvidia-nvvm.so." + p.DriverVersion + ": in the spec, no longer offered (" + lib + " does not exist)",
-				spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has " + fakehost.LibDir + "/libnvidia-nvvm.so.4 libnvidia-nvvm.so." + p.DriverVersion + "::" + fakehost.LibDir + "/libnvidia-nvvm.so.4",
+				spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has " + fakehost.LibDir + "/libnvidia-nvvm.so " + fakehost.LibDir + "/libnvidia-nvvm.so.4 libnvidia-nvvm.so.4::" + fakehost.LibDir + "/libnvidia-nvvm.so and 1 more",
 			}
 		}},
 		{"library replaced by a folder", func(t *testing.T, root string, p *inventory.Profile) {
@@ -212,7 +214,7 @@ func TestCheckFakeRoot(t *testing.T) {
 			lib := root + fakehost.LibDir + "/libnvidia-nvvm.so." + p.DriverVersion
 			return []string{
 				spec + ": common edits: library " + fakehost.LibDir + "/libnvidia-nvvm.so." + p.DriverVersion + ": in the spec, no longer offered (" + lib + " is now a folder)",
-				spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has " + fakehost.LibDir + "/libnvidia-nvvm.so.4 libnvidia-nvvm.so." + p.DriverVersion + "::" + fakehost.LibDir + "/libnvidia-nvvm.so.4",
+				spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has " + fakehost.LibDir + "/libnvidia-nvvm.so " + fakehost.LibDir + "/libnvidia-nvvm.so.4 libnvidia-nvvm.so.4::" + fakehost.LibDir + "/libnvidia-nvvm.so and 1 more",
 			}
 		}},
 	}

@@ -215,6 +215,9 @@ func (f *Files) DRI(gpuMinor int, busID string) ([]*specs.DeviceNode, []string, 
 		if strings.HasPrefix(name, "renderD") {
 			kind = "render"
 		}
+		if busID == "" {
+			continue // no PCI address known: udev would make no by-path link either
+		}
 		links = append(links, fmt.Sprintf("../%s::/dev/dri/by-path/pci-%s-%s", name, sysfsBusID(busID), kind))
 	}
 	return nodes, links, nil
