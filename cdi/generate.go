@@ -65,6 +65,10 @@ type Summary struct {
 	MIGDevices int `json:"migDevices"`
 	Replicas   int `json:"replicas"`
 	Devices    int `json:"devices"`
+	// Capabilities are the capability devices written (capability-graphics,
+	// ..., capability-all): the driver capabilities this host has files
+	// for beyond compute and utility.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 func (s Summary) String() string {
@@ -136,7 +140,10 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 	}
 	spec.Devices = append(spec.Devices, specs.Device{Name: "all", ContainerEdits: specs.ContainerEdits{DeviceNodes: all}})
 	sum.Devices = len(spec.Devices)
-	spec.Devices = append(spec.Devices, capabilityDevices(f)...)
+	for _, d := range capabilityDevices(f) {
+		spec.Devices = append(spec.Devices, d)
+		sum.Capabilities = append(sum.Capabilities, d.Name)
+	}
 	if args := g.hookArgs(f, driLinks); args != nil {
 		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
 	}

@@ -201,7 +201,8 @@ func TestSummaryAndNames(t *testing.T) {
 	// GPU 1 and the four 2g.10gb instances (three on GPU 5, one on GPU 7)
 	// are shared 3 ways, mig-0 through MPS 2 ways.
 	// GPUs 4-7, in MIG mode, are offered whole too (two names each).
-	if sum != (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 4*2 + 11*3 + 4*3*3 + 2*3 + 1}) {
+	if want := (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 4*2 + 11*3 + 4*3*3 + 2*3 + 1,
+		Capabilities: []string{"capability-graphics", "capability-video", "capability-display", "capability-ngx", "capability-optix", "capability-pkcs11", "capability-sandboxutils", "capability-all"}}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("summary = %+v", sum)
 	}
 	s := string(data)

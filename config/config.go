@@ -14,6 +14,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
@@ -142,6 +143,10 @@ type Kubernetes struct {
 	AllocationPolicy   string   `toml:"allocation-policy"`
 	// RenameShared advertises replicas as <resource>.shared.
 	RenameShared bool `toml:"rename-shared"`
+	// DriverCapabilities are what NVIDIA_DRIVER_CAPABILITIES names, for
+	// every container given a device: compute and utility always, then
+	// each capability device the spec has (graphics, video, ..., all).
+	DriverCapabilities []string `toml:"driver-capabilities"`
 }
 
 // MPSConfig holds the settings of the MPS control daemons.
@@ -223,6 +228,9 @@ func (c *Config) setDefaults() {
 		c.Runtime.AcceptVisibleDevicesEnv = &t
 	}
 	setDefault(&c.Kubernetes.MIGStrategy, MIGNone)
+	if c.Kubernetes.DriverCapabilities == nil {
+		c.Kubernetes.DriverCapabilities = []string{string(driver.Compute), string(driver.Utility)}
+	}
 	if c.Kubernetes.DeviceListStrategy == nil {
 		c.Kubernetes.DeviceListStrategy = []string{ListCDICRI}
 	}
@@ -311,6 +319,15 @@ func (k *Kubernetes) validate() error {
 	}
 	for _, s := range k.DeviceListStrategy {
 		if err := oneOf("device-list-strategy", s, ListCDICRI, ListCDIAnnotations, ListEnvvar); err != nil {
+			return err
+		}
+	}
+	known := []string{string(driver.Compute), string(driver.Utility)}
+	for _, c := range driver.Extra() {
+		known = append(known, string(c))
+	}
+	for _, c := range k.DriverCapabilities {
+		if err := oneOf("driver-capabilities", c, append(known, "all")...); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -19,9 +20,9 @@ import (
 const annotationPlugin = "gpuctk"
 
 // allocate answers a kubelet Allocate for resource r: each container gets
-// the CDI names kind=ID of exactly the IDs asked, in every form the
-// device-list strategies name.
-func allocate(r *offer.Resource, kind string, strategies []string, req *pb.AllocateRequest) (*pb.AllocateResponse, error) {
+// the CDI names kind=ID of exactly the IDs asked, and the capability
+// devices caps, in every form the device-list strategies name.
+func allocate(r *offer.Resource, kind string, strategies []string, caps []string, req *pb.AllocateRequest) (*pb.AllocateResponse, error) {
 	known := map[string]bool{}
 	for _, d := range r.Devices {
 		known[d.Name()] = true
@@ -37,9 +38,9 @@ func allocate(r *offer.Resource, kind string, strategies []string, req *pb.Alloc
 		if r.FailRequestsGreaterThanOne && len(ids) > 1 {
 			return nil, fmt.Errorf("resource %s: %d devices requested but %s sets fail-requests-greater-than-one: ask for 1", r.Name, len(ids), r.Origin)
 		}
-		names := make([]string, len(ids))
-		for i, id := range ids {
-			names[i] = kind + "=" + id
+		names := make([]string, 0, len(ids)+len(caps))
+		for _, id := range append(ids[:len(ids):len(ids)], caps...) {
+			names = append(names, kind+"="+id)
 		}
 		c := &pb.ContainerAllocateResponse{}
 		for _, s := range strategies {
@@ -56,6 +57,14 @@ func allocate(r *offer.Resource, kind string, strategies []string, req *pb.Alloc
 				c.Annotations = a
 			case config.ListEnvvar:
 				c.Envs = map[string]string{"NVIDIA_VISIBLE_DEVICES": strings.Join(ids, ",")}
+				if len(caps) > 0 {
+					// gpuctk-runtime maps the variable back onto the devices.
+					list := []string{string(driver.Compute), string(driver.Utility)}
+					for _, d := range caps {
+						list = append(list, strings.TrimPrefix(d, driver.DevicePrefix))
+					}
+					c.Envs["NVIDIA_DRIVER_CAPABILITIES"] = strings.Join(list, ",")
+				}
 			}
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, c)

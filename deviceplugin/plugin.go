@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/hook"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
@@ -27,6 +28,10 @@ type State struct {
 	Kind       string
 	Resources  []offer.Resource
 	Kubernetes config.Kubernetes
+	// Capabilities are the capability devices every container given a
+	// device gets beside it ([kubernetes] driver-capabilities, those the
+	// spec has): names in the spec, as capability-graphics.
+	Capabilities []string
 	// DevRoot is where the device nodes are; Simulated hosts are healthy.
 	DevRoot   string
 	Simulated bool
@@ -38,14 +43,25 @@ type State struct {
 // Loader reads the configuration and the host and resolves them.
 type Loader func() (*State, error)
 
-// NewState resolves set under cfg into a State; files are the host's driver files.
-func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, simulated bool) (*State, error) {
+// NewState resolves set under cfg into a State; spec is the spec written,
+// of kind, with the capability devices caps (cdi.Summary.Capabilities).
+func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps []string, simulated bool) (*State, error) {
 	rs, err := offer.Resources(set, cfg.Kubernetes)
 	if err != nil {
 		return nil, err
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
+	for i, c := range cfg.Kubernetes.DriverCapabilities {
+		switch dev := driver.Capability(c).Device(); {
+		case c == string(driver.Compute) || c == string(driver.Utility) || slices.Contains(cfg.Kubernetes.DriverCapabilities[:i], c):
+			// every device's common edits, or said already
+		case slices.Contains(caps, dev) && !slices.Contains(st.Capabilities, dev):
+			st.Capabilities = append(st.Capabilities, dev)
+		default:
+			st.Notes = append(st.Notes, fmt.Sprintf("[kubernetes] driver-capabilities names %q but this host's driver has no files for it: containers get nothing more", c))
+		}
+	}
 	if cfg.Kubernetes.MIGStrategy == config.MIGNone {
 		// As NVIDIA's plugin does, a GPU in MIG mode goes out whole: its
 		// MIG devices are of no use to such a pod. Say so.

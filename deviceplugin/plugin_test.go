@@ -82,11 +82,11 @@ func loader(profile, path string) Loader {
 		if err != nil {
 			return nil, err
 		}
-		spec, kind, _, err := cdi.Build(set, driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), cfg, "yaml")
+		spec, kind, sum, err := cdi.Build(set, driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), cfg, "yaml")
 		if err != nil {
 			return nil, err
 		}
-		return NewState(cfg, set, spec, kind, true)
+		return NewState(cfg, set, spec, kind, sum.Capabilities, true)
 	}
 }
 
@@ -486,7 +486,7 @@ func TestPlugin_NoConfigFolder(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return NewState(cfg, set, []byte("spec"), "nvidia.com/gpu", true)
+		return NewState(cfg, set, []byte("spec"), "nvidia.com/gpu", nil, true)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -579,5 +579,56 @@ func TestMPSHealthNotFooled(t *testing.T) {
 	os.Remove(filepath.Join(devRoot, "dev", "nvidia0"))
 	if err := deviceHealth(devRoot, whole); err == nil {
 		t.Error("a vanished node is healthy")
+	}
+}
+
+// TestDriverCapabilities: [kubernetes] driver-capabilities gives every
+// container its capability devices beside its GPU, in each device-list
+// form, and says so when the host's driver has no files for one.
+func TestDriverCapabilities(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte("[kubernetes]\ndevice-list-strategy = [\"cdi-cri\", \"cdi-annotations\", \"envvar\"]\ndriver-capabilities = [\"compute\", \"graphics\", \"ngx\", \"graphics\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := loader("l40s", cfgPath)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"capability-graphics", "capability-ngx"}; !reflect.DeepEqual(st.Capabilities, want) {
+		t.Fatalf("capabilities %v, want %v", st.Capabilities, want)
+	}
+	r := &st.Resources[0]
+	resp, err := allocate(r, st.Kind, st.Kubernetes.DeviceListStrategy, st.Capabilities, &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.ContainerResponses[0]
+	var cdiNames []string
+	for _, d := range c.CdiDevices {
+		cdiNames = append(cdiNames, d.Name)
+	}
+	want := []string{"nvidia.com/gpu=1", "nvidia.com/gpu=capability-graphics", "nvidia.com/gpu=capability-ngx"}
+	if !reflect.DeepEqual(cdiNames, want) {
+		t.Errorf("CDI devices %v, want %v", cdiNames, want)
+	}
+	if got := c.Annotations["cdi.k8s.io/gpuctk_nvidia.com_gpu"]; got != strings.Join(want, ",") {
+		t.Errorf("annotation %q, want %q", got, strings.Join(want, ","))
+	}
+	if got := c.Envs["NVIDIA_DRIVER_CAPABILITIES"]; got != "compute,utility,graphics,ngx" || c.Envs["NVIDIA_VISIBLE_DEVICES"] != "1" {
+		t.Errorf("envs %v, want NVIDIA_VISIBLE_DEVICES=1 NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics,ngx", c.Envs)
+	}
+
+	// A host whose driver has no graphics files: a note, nothing more.
+	cfg, err := config.Load(cfgPath, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &offer.Set{Host: &inventory.Host{}}
+	st, err = NewState(cfg, set, []byte("spec"), "nvidia.com/gpu", []string{"capability-ngx"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.Capabilities, []string{"capability-ngx"}) || len(st.Notes) != 1 || !strings.Contains(st.Notes[0], `driver-capabilities names "graphics" but this host's driver has no files for it`) {
+		t.Errorf("capabilities %v, notes %q", st.Capabilities, st.Notes)
 	}
 }

@@ -160,7 +160,7 @@ func (s *server) Allocate(_ context.Context, req *pb.AllocateRequest) (*pb.Alloc
 	s.mu.Lock()
 	st, r := s.state, s.res
 	s.mu.Unlock()
-	resp, err := allocate(r, st.Kind, st.Kubernetes.DeviceListStrategy, req)
+	resp, err := allocate(r, st.Kind, st.Kubernetes.DeviceListStrategy, st.Capabilities, req)
 	if err != nil {
 		s.log.Warn("allocate refused", "err", err)
 	}

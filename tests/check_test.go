@@ -43,7 +43,10 @@ func TestCdiCheck(t *testing.T) {
 			stdout:     []string{"DIR/nvidia.yaml: common edits: driver 580.65.06 in the spec, 590.48.01 on the host (29 of the driver's files and links differ)"},
 			stderrLast: "gpuctk: 1 of 1 spec stale: regenerate as said above"},
 		{name: "GPU removed", host: string(profile[:lastGPU]), code: 1,
-			stdout: []string{"DIR/nvidia.yaml: device 3, " + uuid + ": in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)"}},
+			stdout: []string{
+				// The one hook call lists every GPU's DRM by-path links.
+				"DIR/nvidia.yaml: common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has ../card4::/dev/dri/by-path/pci-0000:c1:00.0-card ../renderD131::/dev/dri/by-path/pci-0000:c1:00.0-render",
+				"DIR/nvidia.yaml: device 3, " + uuid + ": in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)"}},
 		{name: "no spec", host: string(profile), files: func(*testing.T, string) {}, code: 1,
 			stderrLast: "gpuctk: no nvidia.com/gpu spec written by gpuctk in DIR: run `gpuctk cdi generate --output /var/run/cdi/nvidia.yaml`"},
 		{name: "another tool's spec", host: string(profile), files: func(t *testing.T, dir string) {
@@ -215,7 +218,8 @@ func TestInfoFresh(t *testing.T) {
 	}{
 		{before, []string{"Fresh:   yes: " + spec + " matches this host"}},
 		{removed, []string{
-			"Fresh:   no: " + spec + " is stale (1 difference): run `gpuctk cdi generate --output " + spec + "`",
+			"Fresh:   no: " + spec + " is stale (2 differences): run `gpuctk cdi generate --output " + spec + "`",
+			"stale: " + spec + ": common edits: createContainer hook /usr/bin/gpuctk-hook: arguments differ: only the spec's call has ../card4::/dev/dri/by-path/pci-0000:c1:00.0-card ../renderD131::/dev/dri/by-path/pci-0000:c1:00.0-render",
 			"stale: " + spec + ": device 3, GPU-2c434ed1-33a0-0de5-2d4e-175c5a67aae2: in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)",
 		}},
 	} {

@@ -79,7 +79,7 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion); err != nil {
 		return nil, err
 	}
-	spec, kind, _, err := cdi.Build(offered, files, cfg, "yaml")
+	spec, kind, sum, err := cdi.Build(offered, files, cfg, "yaml")
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 			return nil, err
 		}
 	}
-	return deviceplugin.NewState(cfg, offered, spec, kind, p != nil)
+	return deviceplugin.NewState(cfg, offered, spec, kind, sum.Capabilities, p != nil)
 }
 
 // installHook copies the gpuctk-hook that sits beside this binary (in the
