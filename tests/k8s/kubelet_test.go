@@ -87,8 +87,9 @@ type node struct {
 }
 
 // inspect prints what a container sees of its devices, then DONE.
-const inspect = `ls -1 /dev/nvidia[0-9]* /dev/nvidia-caps/* 2>/dev/null | sort; ` +
+const inspect = `ls -1 /dev/nvidia[0-9]* /dev/nvidia-caps/* /dev/dri/card* /dev/dri/renderD* 2>/dev/null | sort; ` +
 	`echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; env | grep ^CUDA_MPS_ | sort; ` +
+	`test -f /usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.1 && echo VDPAU; ` +
 	`test -S /tmp/nvidia-mps/control && echo MPS-SOCKET; echo DONE`
 
 // pod starts a static pod whose container asks for n of resource.
@@ -178,7 +179,8 @@ func prepare(t *testing.T) (tools, bin string) {
 	return tools, bin
 }
 
-// fakeDriver returns a dgx-a100 driver root with the MPS double installed.
+// fakeDriver returns a dgx-a100 driver root, a full 580 install (graphics,
+// video, ... and the GPUs' DRM nodes), with the MPS double installed.
 func fakeDriver(t *testing.T, bin string) string {
 	t.Helper()
 	profile, err := inventory.LoadProfile("dgx-a100")
@@ -186,7 +188,7 @@ func fakeDriver(t *testing.T, bin string) string {
 		t.Fatal(err)
 	}
 	driverRoot := filepath.Join(t.TempDir(), "driver")
-	if err := fakehost.Build(driverRoot, profile); err != nil {
+	if err := fakehost.BuildFull(driverRoot, profile); err != nil {
 		t.Fatal(err)
 	}
 	double, err := os.ReadFile(filepath.Join(bin, "mpsdouble"))
@@ -275,6 +277,7 @@ hook-path = %q
 [kubernetes]
 mig-strategy = "mixed"
 rename-shared = true
+driver-capabilities = ["compute", "utility", "video"]
 
 [[sharing]]
 devices = ["1"]
@@ -313,10 +316,12 @@ state-root = %q
 		name, resource string
 		want           []string
 	}{
-		{"gpu", "nvidia.com/gpu", append([]string{"/dev/nvidia0"}, "VISIBLE=void")},
-		{"mig", "nvidia.com/mig-1g.5gb", []string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4", "VISIBLE=void"}},
-		{"shared", "nvidia.com/gpu.shared", []string{"/dev/nvidia1", "VISIBLE=void"}},
-		{"mps", "nvidia.com/gpu-mps", []string{"/dev/nvidia2", "VISIBLE=void", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "MPS-SOCKET"}},
+		// driver-capabilities adds capability-video (VDPAU) to every pod;
+		// a whole GPU and its replicas bring their DRM nodes, a MIG device none.
+		{"gpu", "nvidia.com/gpu", []string{"/dev/dri/card1", "/dev/dri/renderD128", "/dev/nvidia0", "VISIBLE=void", "VDPAU"}},
+		{"mig", "nvidia.com/mig-1g.5gb", []string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4", "VISIBLE=void", "VDPAU"}},
+		{"shared", "nvidia.com/gpu.shared", []string{"/dev/dri/card2", "/dev/dri/renderD129", "/dev/nvidia1", "VISIBLE=void", "VDPAU"}},
+		{"mps", "nvidia.com/gpu-mps", []string{"/dev/dri/card3", "/dev/dri/renderD130", "/dev/nvidia2", "VISIBLE=void", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "MPS-SOCKET", "VDPAU"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n.pod(t, tc.name, tc.resource, 1)
@@ -327,7 +332,7 @@ state-root = %q
 				}
 			}
 			for _, l := range got {
-				if strings.HasPrefix(l, "/dev/nvidia") && !slices.Contains(tc.want, l) {
+				if (strings.HasPrefix(l, "/dev/nvidia") || strings.HasPrefix(l, "/dev/dri/")) && !slices.Contains(tc.want, l) {
 					t.Errorf("pod asking for %s sees %s too", tc.resource, l)
 				}
 			}
@@ -418,6 +423,7 @@ func TestKubeletContainerd17(t *testing.T) {
 [kubernetes]
 mig-strategy = "mixed"
 device-list-strategy = ["cdi-annotations"]
+driver-capabilities = ["video"]
 `)
 	hookDir, labelsDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "features.d")
 	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot, "--hook-dir", hookDir, "--labels-dir", labelsDir}
@@ -437,6 +443,9 @@ device-list-strategy = ["cdi-annotations"]
 	}
 	if !slices.Equal(nodes, want) {
 		t.Errorf("containerd 1.7 pod sees %v, want %v", nodes, want)
+	}
+	if !slices.Contains(got, "VDPAU") {
+		t.Errorf("containerd 1.7 pod has no VDPAU library (driver-capabilities video, through the annotation):\n%s", strings.Join(got, "\n"))
 	}
 	spec, err := os.ReadFile(filepath.Join(n.work, "cdi", "nvidia.yaml"))
 	if err != nil || !strings.Contains(string(spec), `path: "`+filepath.Join(hookDir, "gpuctk-hook")+`"`) {
