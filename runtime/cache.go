@@ -204,14 +204,23 @@ func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerE
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, false, false
 	}
-	if err != nil || !bytes.HasPrefix(data, []byte(entryHead)) || !bytes.HasSuffix(data, []byte(entryEnd)) {
+	if err != nil {
 		return nil, nil, nil, false, true
+	}
+	edits, unknown, index, ok = entryEdits(data, devices)
+	return edits, unknown, index, ok, true
+}
+
+// entryEdits is cachedEdits of an entry's content.
+func entryEdits(data []byte, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok bool) {
+	if !bytes.HasPrefix(data, []byte(entryHead)) || !bytes.HasSuffix(data, []byte(entryEnd)) {
+		return nil, nil, nil, false
 	}
 	edits = &cdi.ContainerEdits{ContainerEdits: &cdispec.ContainerEdits{}}
 	seen := map[string]bool{}
 	for _, name := range devices {
 		if strings.ContainsAny(name, "\t\n") {
-			return nil, nil, nil, false, true
+			return nil, nil, nil, false
 		}
 		rest, found := line(data, "device\t"+name+"\t")
 		if !found {
@@ -221,13 +230,13 @@ func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerE
 		id, js, _ := bytes.Cut(rest, []byte("\t"))
 		var d cdispec.ContainerEdits
 		if json.Unmarshal(js, &d) != nil {
-			return nil, nil, nil, false, true
+			return nil, nil, nil, false
 		}
 		if !seen[string(id)] {
 			var common cdispec.ContainerEdits
 			js, found := line(data, "spec\t"+string(id)+"\t")
 			if !found || json.Unmarshal(js, &common) != nil {
-				return nil, nil, nil, false, true
+				return nil, nil, nil, false
 			}
 			edits.Append(&cdi.ContainerEdits{ContainerEdits: &common})
 			seen[string(id)] = true
@@ -235,7 +244,7 @@ func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerE
 		edits.Append(&cdi.ContainerEdits{ContainerEdits: &d})
 	}
 	if len(unknown) == 0 {
-		return edits, nil, nil, true, true
+		return edits, nil, nil, true
 	}
 	// The entry is whole: a device it lacks does not exist. The index is
 	// for the message.
@@ -247,62 +256,95 @@ func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerE
 		} else if rest, ok := bytes.CutPrefix(l, []byte("error\t")); ok {
 			var msg string
 			if json.Unmarshal(rest, &msg) != nil {
-				return nil, nil, nil, false, true
+				return nil, nil, nil, false
 			}
 			index.Errors = append(index.Errors, msg)
 		}
 	}
-	return nil, unknown, index, true, true
+	return nil, unknown, index, true
 }
 
-// writeCache stores what the library resolved as the entry fp, replacing
-// an entry of that name that could not answer (replace), then removes
-// older entries. It is best-effort: a failure costs speed only.
-func writeCache(r *os.Root, fp string, cache *cdi.Cache, replace bool) error {
-	b := bytes.NewBufferString(entryHead)
+// libraryEntry is the entry of what the library resolved.
+func libraryEntry(cache *cdi.Cache) ([]byte, error) {
 	var errs []string
 	for path, e := range cache.GetErrors() {
 		errs = append(errs, fmt.Sprintf("%s: %v", path, errors.Join(e...)))
 	}
-	slices.Sort(errs)
-	for _, msg := range errs {
-		js, _ := json.Marshal(msg)
-		fmt.Fprintf(b, "error\t%s\n", js)
-	}
+	var devices []entryDevice
 	specIDs := map[*cdi.Spec]int{}
+	var commons []*cdispec.ContainerEdits
 	for _, name := range cache.ListDevices() {
 		d := cache.GetDevice(name)
 		if d == nil {
 			continue
 		}
-		if strings.ContainsAny(name, "\t\n") {
-			return fmt.Errorf("device name %q: not cached", name)
-		}
 		s := d.GetSpec()
 		id, ok := specIDs[s]
 		if !ok {
-			id = len(specIDs)
+			id = len(commons)
 			specIDs[s] = id
-			js, err := json.Marshal(s.ContainerEdits)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(b, "spec\t%d\t%s\n", id, js)
+			commons = append(commons, &s.ContainerEdits)
 		}
-		js, err := json.Marshal(d.ContainerEdits)
+		devices = append(devices, entryDevice{name, id, &d.ContainerEdits})
+	}
+	return entry(errs, commons, devices)
+}
+
+// entryDevice is one device line of an entry.
+type entryDevice struct {
+	name  string
+	spec  int // index of its spec's common edits
+	edits *cdispec.ContainerEdits
+}
+
+// entry writes an entry: the specs' errors, their common edits, their
+// devices, in the order given (by name, as the library lists them).
+func entry(errs []string, commons []*cdispec.ContainerEdits, devices []entryDevice) ([]byte, error) {
+	b := bytes.NewBufferString(entryHead)
+	slices.Sort(errs)
+	for _, msg := range errs {
+		js, _ := json.Marshal(msg)
+		fmt.Fprintf(b, "error\t%s\n", js)
+	}
+	for id, e := range commons {
+		js, err := json.Marshal(e)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", name, id, js)
+		fmt.Fprintf(b, "spec\t%d\t%s\n", id, js)
+	}
+	// Devices that share edits (a device's names, its replicas) share
+	// them as one pointer: encoded once.
+	encoded := map[*cdispec.ContainerEdits][]byte{}
+	for _, d := range devices {
+		if strings.ContainsAny(d.name, "\t\n") {
+			return nil, fmt.Errorf("device name %q: not cached", d.name)
+		}
+		js, ok := encoded[d.edits]
+		if !ok {
+			var err error
+			if js, err = json.Marshal(d.edits); err != nil {
+				return nil, err
+			}
+			encoded[d.edits] = js
+		}
+		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", d.name, d.spec, js)
 	}
 	b.WriteString("end\n")
+	return b.Bytes(), nil
+}
+
+// writeCache stores data as the entry fp, replacing an entry of that name
+// that could not answer (replace), then removes older entries. It is
+// best-effort: a failure costs speed only.
+func writeCache(r *os.Root, fp string, data []byte, replace bool) error {
 	tmp, err := createTemp(r)
 	if err != nil {
 		return err
 	}
 	// Not synced: the entry is rebuilt from the specs whenever it is
 	// missing, and one cut short by a crash lacks its end line.
-	_, err = tmp.Write(b.Bytes())
+	_, err = tmp.Write(data)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

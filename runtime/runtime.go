@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
@@ -280,16 +282,56 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		}
 		replace = found
 	}
-	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
-	// Cache what the library read only if the specs are what the
-	// fingerprint describes: unchanged while it read them, and not changed
-	// so recently that a rewrite within the same timestamp tick (a jiffy,
+	data, err := resolveAll(dirs)
+	if err != nil {
+		// No entry can hold what the library resolved: it injects.
+		log.Debugf("device cache: %v", err)
+		return r.injectLibrary(spec, req)
+	}
+	// Cache what was read only if the specs are what the fingerprint
+	// describes: unchanged while they were read, and not changed so
+	// recently that a rewrite within the same timestamp tick (a jiffy,
 	// 10 ms at most) would go unseen.
 	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(root, fp, cache, replace)
+			writeCache(root, fp, data, replace)
 		}
 	}
+	// The answer comes from the entry, as every later create's will.
+	edits, unknown, index, ok := entryEdits(data, req.devices)
+	switch {
+	case !ok:
+		return r.injectLibrary(spec, req)
+	case len(unknown) > 0:
+		return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
+	}
+	if err := edits.Apply(spec); err != nil {
+		return fmt.Errorf("inject %s: %w", list(req.devices), err)
+	}
+	return nil
+}
+
+// resolveAll reads every device of the spec dirs into a cache entry:
+// gpuctk's own spec alone by gpuctkSpec, anything else by the library.
+func resolveAll(dirs []string) ([]byte, error) {
+	if s, same, err := gpuctkSpec(dirs); err == nil {
+		common, devices := specEntries(s, same)
+		names := slices.Sorted(maps.Keys(devices))
+		list := make([]entryDevice, len(names))
+		for i, name := range names {
+			list[i] = entryDevice{name: name, edits: devices[name]}
+		}
+		return entry(nil, []*cdispec.ContainerEdits{common}, list)
+	}
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	return libraryEntry(cache)
+}
+
+// injectLibrary resolves and applies the request through the library
+// alone.
+func (r *Runtime) injectLibrary(spec *specs.Spec, req *request) error {
+	dirs := r.cfg.CDI.SpecDirs
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
 	unresolved, err := cache.InjectDevices(spec, req.devices...)
 	if len(unresolved) > 0 {
 		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
