@@ -66,6 +66,7 @@ func Setup(e *Env, o SetupOptions) error {
 	}
 	defer unlock()
 	s := &setup{env: e, root: root, c: c}
+	defer s.close()
 	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
@@ -180,6 +181,8 @@ type setup struct {
 	env  *Env
 	root *os.Root
 	c    Container
+	// folders are the root's folders opened so far, by path (see folder).
+	folders map[string]*os.Root
 }
 
 func (s *setup) warn(format string, args ...any) {
@@ -279,13 +282,21 @@ func (s *setup) mergeCache(libraries []string) error {
 // alone with a warning.
 func (s *setup) symlink(target, link string) error {
 	rel := strings.TrimPrefix(path.Clean(link), "/")
-	st, err := s.root.Lstat(rel)
+	// Through the link's folder, opened once for all its links: each call
+	// on the root resolves the whole path again, a few syscalls per
+	// component, and the links share two or three folders.
+	dir, base := path.Split(rel)
+	d, err := s.folder(dir)
+	if err != nil {
+		return fmt.Errorf("link %s: %w", link, err)
+	}
+	st, err := d.Lstat(base)
 	switch {
 	case err == nil && st.Mode()&fs.ModeSymlink != 0:
-		if cur, err := s.root.Readlink(rel); err == nil && cur == target {
+		if cur, err := d.Readlink(base); err == nil && cur == target {
 			return s.chown(rel)
 		}
-		if err := s.root.Remove(rel); err != nil {
+		if err := d.Remove(base); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}
 	case err == nil:
@@ -294,10 +305,38 @@ func (s *setup) symlink(target, link string) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("link %s: %w", link, err)
 	}
-	if err := s.root.Symlink(target, rel); err != nil {
+	if err := d.Symlink(target, base); err != nil {
 		return fmt.Errorf("link %s -> %s: %w", link, target, err)
 	}
 	return s.chown(rel)
+}
+
+// folder opens the folder rel of the container root as a root of its own
+// (so nothing in it leads out of the container root either), once.
+func (s *setup) folder(rel string) (*os.Root, error) {
+	rel = strings.TrimSuffix(rel, "/")
+	if rel == "" {
+		return s.root, nil
+	}
+	if d, ok := s.folders[rel]; ok {
+		return d, nil
+	}
+	d, err := s.root.OpenRoot(rel)
+	if err != nil {
+		return nil, err
+	}
+	if s.folders == nil {
+		s.folders = map[string]*os.Root{}
+	}
+	s.folders[rel] = d
+	return d, nil
+}
+
+// close closes the folders folder opened.
+func (s *setup) close() {
+	for _, d := range s.folders {
+		d.Close()
+	}
 }
 
 // Limits bound the ldconfig child the hook runs.

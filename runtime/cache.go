@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,24 +25,20 @@ import (
 // The resolved-device cache keeps container start independent of the size
 // of the specs. Parsing a spec through the CDI library costs about 3 ms per
 // 50 KB of YAML, and the largest host's spec is several hundred KB; the
-// cache holds each device's edits, as the library resolved them, in a
-// file of its own, so a create reads one or two small files.
+// cache holds each device's edits, as the library resolved them, and a
+// create decodes only those of the devices it asks for.
 //
-// Layout: <cache-dir>/<fingerprint>/ with index.json (every device, spec
-// errors), specs/<n>.json (a spec's common edits) and devices/<name>.json.
-// The fingerprint hashes the spec dirs' listings and each spec file's size,
+// Layout: <cache-dir>/<fingerprint>, one file (see entryHead). The
+// fingerprint hashes the spec dirs' listings and each spec file's size,
 // times and inode, so any change to a spec makes a new entry; an entry that
 // cannot be read is ignored and the library decides, as without a cache.
-const cacheFormat = "gpuctk-runtime-cache-1"
+const cacheFormat = "gpuctk-runtime-cache-2"
 
+// cacheIndex is what an entry knows of the specs beside the edits: every
+// device, and the specs that failed to load.
 type cacheIndex struct {
-	Devices []string `json:"devices"`
-	Errors  []string `json:"errors,omitempty"`
-}
-
-type cachedDevice struct {
-	Spec  int                    `json:"spec"`
-	Edits cdispec.ContainerEdits `json:"edits"`
+	Devices []string
+	Errors  []string
 }
 
 // fingerprint identifies the current content of the spec dirs. It hashes
@@ -133,19 +130,14 @@ func openCache(dir string) (*os.Root, error) {
 	return r, nil
 }
 
-// maxCacheFile bounds what a cache file may hold: the largest host's
-// device edits are a few KiB.
-const maxCacheFile = 4 << 20
+// maxCacheFile bounds what an entry may hold: the largest host's spec,
+// with every replica name, makes one of about 500 KiB.
+const maxCacheFile = 16 << 20
 
-// readCacheFile reads a regular file of the cache, refusing a symlink, a
-// FIFO (opened without blocking) or an oversized file.
+// readCacheFile reads a regular file of the cache, refusing a symlink
+// (O_NOFOLLOW), a FIFO (opened without blocking) or an oversized file.
 func readCacheFile(r *os.Root, name string) ([]byte, error) {
-	if fi, err := r.Lstat(name); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %v", name, fi.Mode().Type())
-	}
-	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -160,12 +152,46 @@ func readCacheFile(r *os.Root, name string) ([]byte, error) {
 	if !fi.Mode().IsRegular() || fi.Size() > maxCacheFile || !ok || int(st.Uid) != os.Geteuid() {
 		return nil, fmt.Errorf("%s is not a cache file", name)
 	}
-	return io.ReadAll(io.LimitReader(f, maxCacheFile))
+	data := make([]byte, fi.Size()+1)
+	n, err := io.ReadFull(f, data)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("%s grew while it was read", name)
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		return nil, err
+	}
+	return data[:n], nil
 }
 
-func deviceFile(name string) string {
-	// Qualified names hold one "/" and never "%".
-	return strings.ReplaceAll(name, "/", "%2F") + ".json"
+// An entry is one file, written once and renamed into place, so that a
+// create reads it with one open and one read, and the first create after a
+// spec change writes one file, not one per device (465 files took 10 ms):
+//
+//	gpuctk-runtime-cache-2
+//	error	<JSON string: a spec that failed to load>
+//	spec	<id>	<JSON: the spec's common edits>
+//	device	<qualified name>	<spec id>	<JSON: the device's edits>
+//	end
+//
+// CDI device names hold no tab or newline (the library validates them).
+// The last line tells a whole file from one cut short.
+const (
+	entryHead = cacheFormat + "\n"
+	entryEnd  = "\nend\n"
+)
+
+// line returns the rest of the line of data that starts with prefix,
+// which must follow a newline.
+func line(data []byte, prefix string) ([]byte, bool) {
+	i := bytes.Index(data, []byte("\n"+prefix))
+	if i < 0 {
+		return nil, false
+	}
+	rest := data[i+1+len(prefix):]
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest, true
 }
 
 // cachedEdits returns the edits of devices from the cache entry fp, in
@@ -174,71 +200,80 @@ func deviceFile(name string) string {
 // the index for the message. ok is false when the entry cannot answer;
 // found says whether there was an entry at all.
 func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok, found bool) {
-	if _, err := r.Lstat(fp); err != nil {
+	data, err := readCacheFile(r, fp)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, false, false
 	}
+	if err != nil {
+		return nil, nil, nil, false, true
+	}
+	edits, unknown, index, ok = entryEdits(data, devices)
+	return edits, unknown, index, ok, true
+}
+
+// entryEdits is cachedEdits of an entry's content.
+func entryEdits(data []byte, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok bool) {
+	if !bytes.HasPrefix(data, []byte(entryHead)) || !bytes.HasSuffix(data, []byte(entryEnd)) {
+		return nil, nil, nil, false
+	}
 	edits = &cdi.ContainerEdits{ContainerEdits: &cdispec.ContainerEdits{}}
-	seen := map[int]bool{}
+	seen := map[string]bool{}
 	for _, name := range devices {
-		var d cachedDevice
-		data, err := readCacheFile(r, path.Join(fp, "devices", deviceFile(name)))
-		if errors.Is(err, fs.ErrNotExist) {
+		if strings.ContainsAny(name, "\t\n") {
+			return nil, nil, nil, false
+		}
+		rest, found := line(data, "device\t"+name+"\t")
+		if !found {
 			unknown = append(unknown, name)
 			continue
 		}
-		if err != nil || json.Unmarshal(data, &d) != nil {
-			return nil, nil, nil, false, true
+		id, js, _ := bytes.Cut(rest, []byte("\t"))
+		var d cdispec.ContainerEdits
+		if json.Unmarshal(js, &d) != nil {
+			return nil, nil, nil, false
 		}
-		if !seen[d.Spec] {
+		if !seen[string(id)] {
 			var common cdispec.ContainerEdits
-			data, err := readCacheFile(r, path.Join(fp, "specs", fmt.Sprintf("%d.json", d.Spec)))
-			if err != nil || json.Unmarshal(data, &common) != nil {
-				return nil, nil, nil, false, true
+			js, found := line(data, "spec\t"+string(id)+"\t")
+			if !found || json.Unmarshal(js, &common) != nil {
+				return nil, nil, nil, false
 			}
 			edits.Append(&cdi.ContainerEdits{ContainerEdits: &common})
-			seen[d.Spec] = true
+			seen[string(id)] = true
 		}
-		edits.Append(&cdi.ContainerEdits{ContainerEdits: &d.Edits})
+		edits.Append(&cdi.ContainerEdits{ContainerEdits: &d})
 	}
 	if len(unknown) == 0 {
-		return edits, nil, nil, true, true
+		return edits, nil, nil, true
 	}
-	// A device file can be missing because the entry is being removed:
-	// believe it only when the index says the device does not exist.
+	// The entry is whole: a device it lacks does not exist. The index is
+	// for the message.
 	index = &cacheIndex{}
-	data, err := readCacheFile(r, path.Join(fp, "index.json"))
-	if err != nil || json.Unmarshal(data, index) != nil {
-		return nil, nil, nil, false, true
-	}
-	for _, name := range unknown {
-		if _, found := slices.BinarySearch(index.Devices, name); found {
-			return nil, nil, nil, false, true
+	for l := range bytes.SplitSeq(data, []byte("\n")) {
+		if rest, ok := bytes.CutPrefix(l, []byte("device\t")); ok {
+			name, _, _ := bytes.Cut(rest, []byte("\t"))
+			index.Devices = append(index.Devices, string(name))
+		} else if rest, ok := bytes.CutPrefix(l, []byte("error\t")); ok {
+			var msg string
+			if json.Unmarshal(rest, &msg) != nil {
+				return nil, nil, nil, false
+			}
+			index.Errors = append(index.Errors, msg)
 		}
 	}
-	return nil, unknown, index, true, true
+	return nil, unknown, index, true
 }
 
-// writeCache stores what the library resolved as the entry fp, replacing
-// an entry of that name that could not answer (replace), then removes
-// older entries. It is best-effort: a failure costs speed only.
-func writeCache(r *os.Root, fp string, cache *cdi.Cache, replace bool) error {
-	tmp, err := mkdirTemp(r)
-	if err != nil {
-		return err
+// libraryEntry is the entry of what the library resolved.
+func libraryEntry(cache *cdi.Cache) ([]byte, error) {
+	var errs []string
+	for path, e := range cache.GetErrors() {
+		errs = append(errs, fmt.Sprintf("%s: %v", path, errors.Join(e...)))
 	}
-	defer removeEntry(r, tmp)
-	for _, d := range []string{"specs", "devices"} {
-		if err := r.Mkdir(path.Join(tmp, d), 0o700); err != nil {
-			return err
-		}
-	}
-	index := cacheIndex{Devices: cache.ListDevices()}
-	for path, errs := range cache.GetErrors() {
-		index.Errors = append(index.Errors, fmt.Sprintf("%s: %v", path, errors.Join(errs...)))
-	}
-	slices.Sort(index.Errors)
+	var devices []entryDevice
 	specIDs := map[*cdi.Spec]int{}
-	for _, name := range index.Devices {
+	var commons []*cdispec.ContainerEdits
+	for _, name := range cache.ListDevices() {
 		d := cache.GetDevice(name)
 		if d == nil {
 			continue
@@ -246,27 +281,87 @@ func writeCache(r *os.Root, fp string, cache *cdi.Cache, replace bool) error {
 		s := d.GetSpec()
 		id, ok := specIDs[s]
 		if !ok {
-			id = len(specIDs)
+			id = len(commons)
 			specIDs[s] = id
-			if err := writeJSON(r, path.Join(tmp, "specs", fmt.Sprintf("%d.json", id)), s.ContainerEdits); err != nil {
-				return err
-			}
+			commons = append(commons, &s.ContainerEdits)
 		}
-		if err := writeJSON(r, path.Join(tmp, "devices", deviceFile(name)), cachedDevice{Spec: id, Edits: d.ContainerEdits}); err != nil {
-			return err
-		}
+		devices = append(devices, entryDevice{name, id, &d.ContainerEdits})
 	}
-	if err := writeJSON(r, path.Join(tmp, "index.json"), index); err != nil {
+	return entry(errs, commons, devices)
+}
+
+// entryDevice is one device line of an entry.
+type entryDevice struct {
+	name  string
+	spec  int // index of its spec's common edits
+	edits *cdispec.ContainerEdits
+}
+
+// entry writes an entry: the specs' errors, their common edits, their
+// devices, in the order given (by name, as the library lists them).
+func entry(errs []string, commons []*cdispec.ContainerEdits, devices []entryDevice) ([]byte, error) {
+	b := bytes.NewBufferString(entryHead)
+	slices.Sort(errs)
+	for _, msg := range errs {
+		js, _ := json.Marshal(msg)
+		fmt.Fprintf(b, "error\t%s\n", js)
+	}
+	for id, e := range commons {
+		js, err := json.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(b, "spec\t%d\t%s\n", id, js)
+	}
+	// Devices that share edits (a device's names, its replicas) share
+	// them as one pointer: encoded once.
+	encoded := map[*cdispec.ContainerEdits][]byte{}
+	for _, d := range devices {
+		if strings.ContainsAny(d.name, "\t\n") {
+			return nil, fmt.Errorf("device name %q: not cached", d.name)
+		}
+		js, ok := encoded[d.edits]
+		if !ok {
+			var err error
+			if js, err = json.Marshal(d.edits); err != nil {
+				return nil, err
+			}
+			encoded[d.edits] = js
+		}
+		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", d.name, d.spec, js)
+	}
+	b.WriteString("end\n")
+	return b.Bytes(), nil
+}
+
+// writeCache stores data as the entry fp, replacing an entry of that name
+// that could not answer (replace), then removes older entries. It is
+// best-effort: a failure costs speed only.
+func writeCache(r *os.Root, fp string, data []byte, replace bool) error {
+	tmp, err := createTemp(r)
+	if err != nil {
 		return err
 	}
-	if err := r.Rename(tmp, fp); err != nil {
-		if !replace {
-			return nil // another create got there first
+	// Not synced: the entry is rebuilt from the specs whenever it is
+	// missing, and one cut short by a crash lacks its end line.
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	name := filepath.Base(tmp.Name())
+	if err != nil {
+		r.Remove(name)
+		return err
+	}
+	if err := r.Rename(name, fp); err != nil {
+		// A folder of that name (the first format's entry, or planted):
+		// out with what is ours of it, only when it could not answer.
+		if replace {
+			removeEntry(r, fp)
+			err = r.Rename(name, fp)
 		}
-		// A corrupt entry of this name: out with what is ours of it. What
-		// is not (a planted file) keeps it, and the rename fails again.
-		removeEntry(r, fp)
-		if err := r.Rename(tmp, fp); err != nil {
+		if err != nil {
+			r.Remove(name)
 			return err
 		}
 	}
@@ -281,7 +376,7 @@ func writeCache(r *os.Root, fp string, cache *cdi.Cache, replace bool) error {
 		if name == fp || !isEntryName(name) {
 			continue // not ours to remove
 		}
-		// A .new- entry is another create's work in progress, unless a
+		// A .new- file is another create's work in progress, unless a
 		// crash left it behind.
 		if fi, err := e.Info(); strings.HasPrefix(name, ".new-") && (err != nil || time.Since(fi.ModTime()) < time.Minute) {
 			continue
@@ -309,9 +404,21 @@ func isEntryName(name string) bool {
 	return err == nil
 }
 
-// removeEntry removes the files the cache writes in entry, then the
-// folders if that left them empty: never a file of another's making.
+// removeEntry removes an entry: its file, or a symlink in its place, or,
+// for an entry of the first format (a folder), the files that format
+// wrote in it, then the folders if that left them empty: never a file of
+// another's making.
 func removeEntry(r *os.Root, entry string) {
+	fi, err := r.Lstat(entry)
+	if err != nil {
+		return
+	}
+	if !fi.IsDir() {
+		if fi.Mode().IsRegular() || fi.Mode().Type() == fs.ModeSymlink {
+			r.Remove(entry)
+		}
+		return
+	}
 	for _, sub := range []string{"specs", "devices"} {
 		d := path.Join(entry, sub)
 		if fi, err := r.Lstat(d); err != nil || !fi.IsDir() {
@@ -338,34 +445,17 @@ func removeEntry(r *os.Root, entry string) {
 	r.Remove(entry)
 }
 
-// mkdirTemp makes a new temporary entry folder in r (os.MkdirTemp has no
+// createTemp makes a new temporary entry file in r (os.CreateTemp has no
 // os.Root form).
-func mkdirTemp(r *os.Root) (string, error) {
+func createTemp(r *os.Root) (*os.File, error) {
 	for range 100 {
-		name := fmt.Sprintf(".new-%016x", rand.Uint64())
-		err := r.Mkdir(name, 0o700)
+		f, err := r.OpenFile(fmt.Sprintf(".new-%016x", rand.Uint64()), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
-			return name, nil
+			return f, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return "", err
+			return nil, err
 		}
 	}
-	return "", errors.New("no free temporary name in the cache folder")
-}
-
-func writeJSON(r *os.Root, name string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil, errors.New("no free temporary name in the cache folder")
 }

@@ -11,7 +11,8 @@ import (
 
 // evilEdits are device edits planted in the cache: they must never reach
 // a container.
-const evilEdits = `{"spec":0,"edits":{"env":["EVIL=1"],"mounts":[{"hostPath":"/","containerPath":"/host"}]}}`
+const evilEdits = cacheFormat + "\nspec\t0\t{}\ndevice\tnvidia.com/gpu=mig-0\t0\t" +
+	`{"env":["EVIL=1"],"mounts":[{"hostPath":"/","containerPath":"/host"}]}` + "\nend\n"
 
 // TestHostileCache: whatever is planted at or in the cache folder, create
 // gives the container its devices, as without a cache, follows no link out
@@ -24,7 +25,6 @@ func TestHostileCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := os.ReadFile(ref.config)
-	mig0 := deviceFile("nvidia.com/gpu=mig-0")
 
 	tests := []struct {
 		name string
@@ -82,13 +82,13 @@ func TestHostileCache(t *testing.T) {
 				}
 			}
 		}},
-		{name: "device file is a symlink out", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
-			evil := filepath.Join(t.TempDir(), "evil.json")
+		{name: "entry is a symlink out", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			evil := filepath.Join(t.TempDir(), "evil")
 			os.WriteFile(evil, []byte(evilEdits), 0o600)
-			os.Remove(filepath.Join(entry, "devices", mig0))
-			os.Symlink(evil, filepath.Join(entry, "devices", mig0))
+			os.Remove(entry)
+			os.Symlink(evil, entry)
 			return func(t *testing.T) {
-				if fi, err := os.Lstat(filepath.Join(entry, "devices", mig0)); err != nil || !fi.Mode().IsRegular() {
+				if fi, err := os.Lstat(entry); err != nil || !fi.Mode().IsRegular() {
 					t.Errorf("the symlinked entry was not replaced: %v, %v", fi, err)
 				}
 				if data, _ := os.ReadFile(evil); string(data) != evilEdits {
@@ -96,23 +96,37 @@ func TestHostileCache(t *testing.T) {
 				}
 			}
 		}},
-		{name: "device file is a FIFO", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
-			os.Remove(filepath.Join(entry, "devices", mig0))
-			syscall.Mkfifo(filepath.Join(entry, "devices", mig0), 0o600)
+		{name: "entry is a FIFO", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			os.Remove(entry)
+			syscall.Mkfifo(entry, 0o600)
 			return func(*testing.T) {}
 		}},
-		{name: "device file is garbage", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
-			os.WriteFile(filepath.Join(entry, "devices", mig0), []byte("\x00{garbage"), 0o600)
+		{name: "entry is garbage", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			os.WriteFile(entry, []byte("\x00{garbage"), 0o600)
 			return func(*testing.T) {}
 		}},
-		{name: "index is a folder", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
-			os.Remove(filepath.Join(entry, "index.json"))
-			os.Mkdir(filepath.Join(entry, "index.json"), 0o700)
+		{name: "entry cut short", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			// As a crash may leave it: the device's line gone, so that a
+			// reader trusting it would call mig-0 unknown.
+			data, _ := os.ReadFile(entry)
+			os.WriteFile(entry, data[:len(cacheFormat)+1], 0o600)
 			return func(*testing.T) {}
 		}},
-		{name: "device file of another user", root: true, before: true, plant: func(t *testing.T, cache, entry string) func(t *testing.T) {
-			os.WriteFile(filepath.Join(entry, "devices", mig0), []byte(evilEdits), 0o600)
-			os.Chown(filepath.Join(entry, "devices", mig0), 65534, 65534)
+		{name: "entry is a folder", before: true, plant: func(t *testing.T, _, entry string) func(t *testing.T) {
+			// The first format's entry, or a planted folder.
+			os.Remove(entry)
+			os.MkdirAll(filepath.Join(entry, "devices"), 0o700)
+			os.WriteFile(filepath.Join(entry, "devices", "nvidia.com%2Fgpu=mig-0.json"), []byte("{}"), 0o600)
+			os.WriteFile(filepath.Join(entry, "index.json"), []byte("{}"), 0o600)
+			return func(t *testing.T) {
+				if fi, err := os.Lstat(entry); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("the folder was not replaced by an entry: %v, %v", fi, err)
+				}
+			}
+		}},
+		{name: "entry of another user", root: true, before: true, plant: func(t *testing.T, cache, entry string) func(t *testing.T) {
+			os.WriteFile(entry, []byte(evilEdits), 0o600)
+			os.Chown(entry, 65534, 65534)
 			return func(*testing.T) {}
 		}},
 		{name: "mode 0777", before: true, plant: func(t *testing.T, cache, _ string) func(t *testing.T) {

@@ -17,8 +17,8 @@
 // (containerd 2.x and CRI-O resolve cdi.k8s.io/ annotations) leaves it.
 //
 // Resolved devices are cached under [runtime] cache-dir, per state of the
-// spec dirs, so that create reads a small file instead of parsing every
-// spec: see cache.go.
+// spec dirs, so that create reads one file and decodes only the edits of
+// the devices it asks for instead of parsing every spec: see cache.go.
 //
 // The command line (configuration, --version) is cmd/gpuctk-runtime's;
 // this package holds the operations.

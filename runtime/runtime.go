@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +18,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
@@ -215,13 +216,6 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
-	if !req.commonOnly {
-		var unknown []string
-		req.optional, unknown = capabilities(&asked, kind)
-		if len(unknown) > 0 {
-			log.Warnf("create %s: %s names capabilities gpuctk does not know, ignored: %s (known: compute, utility, %s, all)", inv.id, CapabilitiesVar, list(unknown), capabilityNames())
-		}
-	}
 	e, err := readEditable(doc, asked.Annotations, asked.Mounts, process, env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -276,16 +270,16 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	var replace bool
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		edits, unknown, index, ok, found := cachedEdits(root, fp, append(req.devices, req.optional...))
-		if ok && len(unknown) > 0 && len(req.optional) > 0 {
-			// Capability devices the spec lacks are left out, not errors.
-			absent := map[string]bool{}
-			for _, u := range unknown {
-				absent[u] = true
-			}
-			have := slices.DeleteFunc(slices.Clone(req.optional), func(d string) bool { return absent[d] })
-			edits, unknown, index, ok, found = cachedEdits(root, fp, append(req.devices, have...))
-		}
+		var (
+			edits     *cdi.ContainerEdits
+			unknown   []string
+			index     *cacheIndex
+			ok, found bool
+		)
+		withOptional(req, func(devices []string) []string {
+			edits, unknown, index, ok, found = cachedEdits(root, fp, devices)
+			return unknown
+		})
 		switch {
 		case ok && len(unknown) > 0:
 			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
@@ -297,23 +291,85 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		}
 		replace = found
 	}
-	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
-	// Cache what the library read only if the specs are what the
-	// fingerprint describes: unchanged while it read them, and not changed
-	// so recently that a rewrite within the same timestamp tick (a jiffy,
+	data, err := resolveAll(dirs)
+	if err != nil {
+		// No entry can hold what the library resolved: it injects.
+		log.Debugf("device cache: %v", err)
+		return r.injectLibrary(spec, req)
+	}
+	// Cache what was read only if the specs are what the fingerprint
+	// describes: unchanged while they were read, and not changed so
+	// recently that a rewrite within the same timestamp tick (a jiffy,
 	// 10 ms at most) would go unseen.
 	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(root, fp, cache, replace)
+			writeCache(root, fp, data, replace)
 		}
 	}
-	devices := req.devices
-	if len(req.optional) > 0 {
-		devices = slices.Clone(devices)
-		for _, d := range req.optional {
-			if cache.GetDevice(d) != nil {
-				devices = append(devices, d)
-			}
+	// The answer comes from the entry, as every later create's will.
+	var (
+		edits   *cdi.ContainerEdits
+		unknown []string
+		index   *cacheIndex
+		ok      bool
+	)
+	withOptional(req, func(devices []string) []string {
+		edits, unknown, index, ok = entryEdits(data, devices)
+		return unknown
+	})
+	switch {
+	case !ok:
+		return r.injectLibrary(spec, req)
+	case len(unknown) > 0:
+		return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
+	}
+	if err := edits.Apply(spec); err != nil {
+		return fmt.Errorf("inject %s: %w", list(req.devices), err)
+	}
+	return nil
+}
+
+// withOptional asks lookup for req's devices and its optional ones, then,
+// when lookup did not know some of the optional ones, again without
+// them: capability devices the spec lacks are left out, not errors.
+func withOptional(req *request, lookup func(devices []string) (unknown []string)) {
+	unknown := lookup(append(slices.Clone(req.devices), req.optional...))
+	if len(unknown) == 0 || len(req.optional) == 0 {
+		return
+	}
+	absent := map[string]bool{}
+	for _, u := range unknown {
+		absent[u] = true
+	}
+	have := slices.DeleteFunc(slices.Clone(req.optional), func(d string) bool { return absent[d] })
+	lookup(append(slices.Clone(req.devices), have...))
+}
+
+// resolveAll reads every device of the spec dirs into a cache entry:
+// gpuctk's own spec alone by gpuctkSpec, anything else by the library.
+func resolveAll(dirs []string) ([]byte, error) {
+	if s, same, err := gpuctkSpec(dirs); err == nil {
+		common, devices := specEntries(s, same)
+		names := slices.Sorted(maps.Keys(devices))
+		list := make([]entryDevice, len(names))
+		for i, name := range names {
+			list[i] = entryDevice{name: name, edits: devices[name]}
+		}
+		return entry(nil, []*cdispec.ContainerEdits{common}, list)
+	}
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	return libraryEntry(cache)
+}
+
+// injectLibrary resolves and applies the request through the library
+// alone.
+func (r *Runtime) injectLibrary(spec *specs.Spec, req *request) error {
+	dirs := r.cfg.CDI.SpecDirs
+	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
+	devices := slices.Clone(req.devices)
+	for _, d := range req.optional {
+		if cache.GetDevice(d) != nil {
+			devices = append(devices, d)
 		}
 	}
 	unresolved, err := cache.InjectDevices(spec, devices...)
@@ -324,15 +380,6 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		return fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
 	return nil
-}
-
-// capabilityNames lists the capabilities beyond compute and utility.
-func capabilityNames() string {
-	var names []string
-	for _, c := range driver.Extra() {
-		names = append(names, string(c))
-	}
-	return strings.Join(names, ", ")
 }
 
 // injectCommon applies the common edits of the specs of kind alone.

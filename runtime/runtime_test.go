@@ -418,7 +418,8 @@ func TestCache(t *testing.T) {
 		}
 		want, _ := os.ReadFile(f.config)
 		e := entry(t, f)
-		os.WriteFile(filepath.Join(e, "devices", deviceFile("nvidia.com/gpu=mig-0")), []byte("{garbage"), 0o600)
+		data, _ := os.ReadFile(e)
+		os.WriteFile(e, bytes.Replace(data, []byte("device\tnvidia.com/gpu=mig-0\t0\t{"), []byte("device\tnvidia.com/gpu=mig-0\t0\t{garbage"), 1), 0o600)
 		os.WriteFile(f.config, orig, 0o600)
 		if err := run(f, nil); err != nil {
 			t.Fatal(err)
@@ -426,11 +427,11 @@ func TestCache(t *testing.T) {
 		if got, _ := os.ReadFile(f.config); !bytes.Equal(got, want) {
 			t.Error("config.json differs after a corrupt cache entry")
 		}
-		// A device file gone while its index still lists it: not unknown.
-		os.RemoveAll(filepath.Join(e, "devices"))
+		// An entry cut short lacks devices: they are not unknown.
+		os.WriteFile(e, data[:len(data)/2], 0o600)
 		os.WriteFile(f.config, orig, 0o600)
 		if err := run(f, nil); err != nil {
-			t.Fatalf("create with a half-removed entry: %v", err)
+			t.Fatalf("create with an entry cut short: %v", err)
 		}
 	})
 

@@ -1,0 +1,147 @@
+package runtime
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+)
+
+// gpuctkSpecs are the specs gpuctk writes for the embedded profiles (the
+// cdi package's golden files).
+func gpuctkSpecs(t testing.TB) []string {
+	paths, err := filepath.Glob("../cdi/testdata/*.yaml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no golden specs in ../cdi/testdata: %v", err)
+	}
+	return paths
+}
+
+// TestGpuctkYAMLAsLibrary: the specs gpuctk writes read the same through
+// parseGpuctkYAML as through the CDI library, and pass its checks.
+func TestGpuctkYAMLAsLibrary(t *testing.T) {
+	for _, path := range gpuctkSpecs(t) {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, _ := os.ReadFile(path)
+			want, err := cdi.ParseSpec(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := parseGpuctkYAML(data)
+			if err != nil {
+				t.Fatalf("parseGpuctkYAML: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("parseGpuctkYAML differs from the library:\n%+v\nwant\n%+v", got, want)
+			}
+			if err := validateSpec(got); err != nil {
+				t.Errorf("validateSpec: %v", err)
+			}
+		})
+	}
+}
+
+// TestGpuctkYAMLRefuses: a spec that leaves the subset by anything is left
+// to the library, which reads YAML whole (or refuses it).
+func TestGpuctkYAMLRefuses(t *testing.T) {
+	data, err := os.ReadFile("../cdi/testdata/h100.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := string(data)
+	for _, tt := range []struct{ name, old, new string }{
+		{"no marker", "# Written by gpuctk.\n", ""},
+		{"a comment", "devices:\n", "devices: # the devices\n"},
+		{"a key in other case", "kind:", "Kind:"},
+		{"an unknown key", "cdiVersion:", "annotations:\n  a: \"b\"\ncdiVersion:"},
+		{"a repeated key", "kind: \"nvidia.com/gpu\"\n", "kind: \"nvidia.com/gpu\"\nkind: \"nvidia.com/gpu\"\n"},
+		{"a tab", "  - name: \"0\"", "\t- name: \"0\""},
+		{"a trailing space", "devices:\n", "devices: \n"},
+		{"a blank line", "devices:\n", "devices:\n\n"},
+		{"CRLF", "devices:\n", "devices:\r\n"},
+		{"an escape YAML reads otherwise", `"nvidia.com/gpu"`, `"nvidia.com\/gpu"`},
+		{"a plain string", `kind: "nvidia.com/gpu"`, `kind: nvidia.com/gpu`},
+		{"a single-quoted string", `kind: "nvidia.com/gpu"`, `kind: 'nvidia.com/gpu'`},
+		{"an octal-looking number", "major: 195", "major: 0303"},
+		{"a hex number", "major: 195", "major: 0xc3"},
+		{"an alias before its anchor", "containerEdits: &", "containerEdits: *nope\n    x: &"},
+		{"an anchor off a device's edits", "      deviceNodes:\n", "      deviceNodes: &nodes\n"},
+		{"a flow mapping", "containerEdits: &", "containerEdits: {}\n    y: &"},
+		{"a second document", "cdiVersion:", "---\ncdiVersion:"},
+		{"no final newline", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := strings.Replace(spec, tt.old, tt.new, 1)
+			if tt.old == "" {
+				in = strings.TrimSuffix(spec, "\n")
+			}
+			if in == spec {
+				t.Fatalf("the edit %q -> %q changed nothing", tt.old, tt.new)
+			}
+			if _, _, err := parseGpuctkYAML([]byte(in)); !errors.Is(err, errNotOurs) {
+				t.Errorf("parseGpuctkYAML took it: %v", err)
+			}
+		})
+	}
+}
+
+// TestGpuctkSpecCreate: a create resolved through parseGpuctkYAML writes
+// the same config.json as one through the library, which reads the same
+// spec without the marker line.
+func TestGpuctkSpecCreate(t *testing.T) {
+	for _, path := range gpuctkSpecs(t) {
+		data, _ := os.ReadFile(path)
+		ours, lib := t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(ours, "nvidia.yaml"), data, 0o644)
+		os.WriteFile(filepath.Join(lib, "nvidia.yaml"), bytes.TrimPrefix(data, []byte("# Written by gpuctk.\n")), 0o644)
+		if _, _, err := gpuctkSpec([]string{ours}); err != nil {
+			t.Fatalf("%s: gpuctkSpec: %v", path, err)
+		}
+		if _, _, err := gpuctkSpec([]string{lib}); err == nil {
+			t.Fatalf("%s without its marker: gpuctkSpec took it", path)
+		}
+		for _, devices := range []string{"0", "all", "0,1", "mig-0", "mig-0::0,mig-1::3", "no-such-device"} {
+			var got [2]string
+			for i, dir := range []string{ours, lib} {
+				f := newFixture(t, withEnv(devices))
+				f.rt.cfg.CDI.SpecDirs = []string{dir}
+				err := f.rt.Run([]string{"create", "--bundle", f.bundle, "ctr1"})
+				out, _ := os.ReadFile(f.config)
+				got[i] = string(out)
+				if err != nil {
+					got[i] = strings.ReplaceAll(err.Error(), dir, "DIR")
+				}
+			}
+			if got[0] != got[1] {
+				t.Errorf("%s, %s: through gpuctkSpec:\n%s\nthrough the library:\n%s", filepath.Base(path), devices, got[0], got[1])
+			}
+		}
+	}
+}
+
+// FuzzGpuctkYAML: whatever parseGpuctkYAML takes, the library reads the
+// same.
+func FuzzGpuctkYAML(f *testing.F) {
+	for _, path := range gpuctkSpecs(f) {
+		data, _ := os.ReadFile(path)
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, _, err := parseGpuctkYAML(data)
+		if err != nil {
+			return
+		}
+		want, err := cdi.ParseSpec(data)
+		if err != nil {
+			t.Fatalf("parseGpuctkYAML took what the library refuses (%v):\n%q", err, data)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseGpuctkYAML differs from the library:\n%+v\nwant\n%+v\ninput %q", got, want, data)
+		}
+	})
+}
