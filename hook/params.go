@@ -62,20 +62,28 @@ func readHostParams(hostPath string) ([]byte, error) {
 	return data, nil
 }
 
-// sameMountNS reports whether the hook shares the mount namespace of the
-// host's init: a createContainer hook runs in the container's, where a
-// mount leaves the host untouched; anywhere else mounting would change
-// the host.
-func sameMountNS() (bool, error) {
-	self, err := os.Readlink("/proc/self/ns/mnt")
+// procMounted reports whether the container root's /proc is a procfs:
+// the runtime mounts it in the container's mount namespace only, where a
+// createContainer hook runs and a mount leaves the host untouched.
+// Anywhere else (the host's namespace: an image's plain /proc folder), a
+// mount would change the host's view, so the hook must not make one.
+// (Comparing /proc/self/ns/mnt with the state's pid does not work: runc
+// gives the pid as the container sees it, 1, and the host's pid 1 may be
+// unreadable.)
+func procMounted(rootFD int) (bool, error) {
+	fd, err := unix.Openat2(rootFD, "proc", &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
 	if err != nil {
 		return false, err
 	}
-	init, err := os.Readlink("/proc/1/ns/mnt")
-	if err != nil {
+	defer unix.Close(fd)
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
 		return false, err
 	}
-	return self == init, nil
+	return st.Type == unix.PROC_SUPER_MAGIC, nil
 }
 
 // protectDeviceNodes bind-mounts, read-only, over the container's
@@ -115,15 +123,19 @@ func (s *setup) protectDeviceNodes(hostPath string) error {
 		s.env.debugf("the container has a user namespace, where device nodes cannot be created: %s left as it is", ParamsPath)
 		return nil
 	}
-	if host, err := sameMountNS(); err != nil || host {
-		s.warn("not in the container's mount namespace (run as a createContainer hook?): %s not covered, so the container's CUDA driver may create device nodes", ParamsPath)
-		return nil
-	}
 	rootFD, err := unix.Open(s.c.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("container root: %w", err)
 	}
 	defer unix.Close(rootFD)
+	if proc, err := procMounted(rootFD); err != nil || !proc {
+		why := "/proc in the container root is not a procfs"
+		if err != nil {
+			why = err.Error()
+		}
+		s.warn("not in the container's mount namespace (%s; run as a createContainer hook?): %s not covered, so the container's CUDA driver may create device nodes", why, ParamsPath)
+		return nil
+	}
 	target, err := unix.Openat2(rootFD, ParamsPath[1:], &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
