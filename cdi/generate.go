@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/hook"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -23,6 +25,12 @@ const HookSetup = "setup"
 type Generator struct {
 	vendor, class string
 	hookPath      string
+	// cudaCompat lets the hook prefer an image's CUDA forward-compatibility
+	// libraries, on hosts whose GPUs support them.
+	cudaCompat bool
+	// params is the host's driver params file, which the hook copies over
+	// the container's with ModifyDeviceFiles: 0; empty: the hook leaves it.
+	params string
 }
 
 // Option configures a Generator.
@@ -45,7 +53,11 @@ func New(opts ...Option) *Generator {
 // ForConfig returns the Generator the configuration describes, changed by
 // opts.
 func ForConfig(c *config.Config, opts ...Option) *Generator {
-	g := &Generator{vendor: c.CDI.Vendor, class: c.CDI.Class, hookPath: c.CDI.HookPath}
+	g := &Generator{vendor: c.CDI.Vendor, class: c.CDI.Class, hookPath: c.CDI.HookPath,
+		cudaCompat: c.CDI.CUDACompat == nil || *c.CDI.CUDACompat}
+	if c.CDI.DisableDeviceNodeModification == nil || *c.CDI.DisableDeviceNodeModification {
+		g.params = filepath.Join(c.CDI.DevRootOrDriver(), hook.ParamsPath)
+	}
 	for _, o := range opts {
 		o(g)
 	}
@@ -90,7 +102,7 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 			Mounts:      f.Mounts,
 		},
 	}
-	if args := g.hookArgs(f); args != nil {
+	if args := g.hookArgs(set.Host, f); args != nil {
 		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
 	}
 
@@ -144,8 +156,8 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 
 // hookArgs returns the argument list of the spec's one hook call, nil when
 // there is nothing for the hook to do.
-func (g *Generator) hookArgs(f *driver.Files) []string {
-	if len(f.Links) == 0 && len(f.LibDirs) == 0 {
+func (g *Generator) hookArgs(h *inventory.Host, f *driver.Files) []string {
+	if len(f.Links) == 0 && len(f.LibDirs) == 0 && g.params == "" {
 		return nil
 	}
 	args := []string{"gpuctk-hook", HookSetup}
@@ -157,6 +169,18 @@ func (g *Generator) hookArgs(f *driver.Files) []string {
 	}
 	for _, d := range f.LibDirs {
 		args = append(args, "--folder", d)
+	}
+	// One call serves every device of the spec, so forward compatibility
+	// is offered only when every GPU of the host supports it.
+	version := f.Version
+	if version == "" {
+		version = h.DriverVersion
+	}
+	if g.cudaCompat && version != "" && len(f.LibDirs) > 0 && h.ForwardCompatible() {
+		args = append(args, "--cuda-compat", version)
+	}
+	if g.params != "" {
+		args = append(args, "--nvidia-params", g.params)
 	}
 	return args
 }
