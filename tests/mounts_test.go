@@ -50,7 +50,7 @@ func gccBuild(t *testing.T, dir, name, src string, args ...string) string {
 	c := filepath.Join(t.TempDir(), name+".c")
 	os.WriteFile(c, []byte(src), 0o644)
 	out := filepath.Join(dir, name)
-	if b, err := exec.Command("gcc", append(append([]string{"-o", out, c}, args...))...).CombinedOutput(); err != nil {
+	if b, err := exec.Command("gcc", append([]string{"-o", out, c}, args...)...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %s: %v\n%s", name, err, b)
 	}
 	return out
