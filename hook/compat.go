@@ -198,6 +198,11 @@ func findCompat(rootPath, hostVersion string) (c *compat, why string, err error)
 			bySoname[n] = n
 		}
 	}
+	// The other compat libraries go with that libcuda only: without it
+	// (not an ELF library, another SONAME) none of them is used.
+	if bySoname["libcuda.so.1"] == "" {
+		return nil, fmt.Sprintf("%s/%s is not a libcuda.so.1 for this machine: ignored", CompatDir, bestName), nil
+	}
 	c = &compat{Version: version}
 	for _, soname := range slices.Sorted(maps.Keys(bySoname)) {
 		c.Entries = append(c.Entries, ldcache.Entry{Flags: cacheFlags(), Key: soname, Value: path.Join(CompatDir, bySoname[soname])})

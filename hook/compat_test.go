@@ -206,6 +206,10 @@ func TestCUDACompatHostile(t *testing.T) {
 			os.WriteFile(filepath.Join(r, CompatDir, "libcuda.so.590.1.1"), []byte("not an ELF file"), 0o644)
 			os.Symlink("libcuda.so.590.1.1", filepath.Join(r, CompatDir, "libcuda.so.1"))
 		}, libDir + "/libcuda.so.1"},
+		{"garbage as libcuda beside a real compat library", func(t *testing.T, r string) {
+			compatFolder(t, r, CompatDir, "590.12.01")
+			os.WriteFile(filepath.Join(r, CompatDir, "libcuda.so.590.12.01"), []byte("not an ELF file"), 0o644)
+		}, libDir + "/libcuda.so.1"},
 		{"10,000 files", func(t *testing.T, r string) {
 			compatFolder(t, r, CompatDir, "590.12.01")
 			for i := range 10000 {
@@ -233,6 +237,11 @@ func TestCUDACompatHostile(t *testing.T) {
 			}
 			if got := resolved(t, root, "libcuda.so.1"); len(got) == 0 || got[0] != tc.want {
 				t.Errorf("libcuda.so.1 resolves to %v, want %s first", got, tc.want)
+			}
+			// The compat libraries come with their libcuda or not at all.
+			jit := resolved(t, root, "libnvidia-ptxjitcompiler.so.1")
+			if inCompat := len(jit) > 0 && strings.HasPrefix(jit[0], CompatDir); inCompat != (tc.want != libDir+"/libcuda.so.1") {
+				t.Errorf("libnvidia-ptxjitcompiler.so.1 resolves to %v with libcuda.so.1 from %s", jit, tc.want)
 			}
 			if after := snapshot(t, outside); after != before {
 				t.Errorf("the folder outside the root changed")
