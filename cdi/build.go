@@ -37,6 +37,14 @@ func rebase(spec *specs.Spec, from, to string) {
 		return
 	}
 	from = filepath.Clean(from)
+	move := func(p string) string {
+		if rel, err := filepath.Rel(from, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return filepath.Join(to, rel)
+		}
+		return p
+	}
+	// capability-all shares its mounts with the capability devices: each
+	// mount is moved once.
 	mounts := spec.ContainerEdits.Mounts
 	for _, d := range spec.Devices {
 		if IsCapability(d.Name) && d.Name != driver.AllDevice {
@@ -44,8 +52,14 @@ func rebase(spec *specs.Spec, from, to string) {
 		}
 	}
 	for _, m := range mounts {
-		if rel, err := filepath.Rel(from, m.HostPath); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			m.HostPath = filepath.Join(to, rel)
+		m.HostPath = move(m.HostPath)
+	}
+	// The hook reads the driver's params file on the host too.
+	for _, h := range spec.ContainerEdits.Hooks {
+		for i := 1; i < len(h.Args); i++ {
+			if h.Args[i-1] == "--nvidia-params" {
+				h.Args[i] = move(h.Args[i])
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/hook"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -30,6 +32,12 @@ const HookSetup = "setup"
 type Generator struct {
 	vendor, class string
 	hookPath      string
+	// cudaCompat lets the hook prefer an image's CUDA forward-compatibility
+	// libraries, on hosts whose GPUs support them.
+	cudaCompat bool
+	// params is the host's driver params file, which the hook copies over
+	// the container's with ModifyDeviceFiles: 0; empty: the hook leaves it.
+	params string
 }
 
 // Option configures a Generator.
@@ -52,7 +60,11 @@ func New(opts ...Option) *Generator {
 // ForConfig returns the Generator the configuration describes, changed by
 // opts.
 func ForConfig(c *config.Config, opts ...Option) *Generator {
-	g := &Generator{vendor: c.CDI.Vendor, class: c.CDI.Class, hookPath: c.CDI.HookPath}
+	g := &Generator{vendor: c.CDI.Vendor, class: c.CDI.Class, hookPath: c.CDI.HookPath,
+		cudaCompat: c.CDI.CUDACompat == nil || *c.CDI.CUDACompat}
+	if c.CDI.DisableDeviceNodeModification == nil || *c.CDI.DisableDeviceNodeModification {
+		g.params = filepath.Join(c.CDI.DevRootOrDriver(), hook.ParamsPath)
+	}
 	for _, o := range opts {
 		o(g)
 	}
@@ -144,7 +156,7 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 		spec.Devices = append(spec.Devices, d)
 		sum.Capabilities = append(sum.Capabilities, d.Name)
 	}
-	if args := g.hookArgs(f, driLinks); args != nil {
+	if args := g.hookArgs(set.Host, f, driLinks); args != nil {
 		spec.ContainerEdits.Hooks = []*specs.Hook{{HookName: "createContainer", Path: g.hookPath, Args: args}}
 	}
 
@@ -182,8 +194,8 @@ func capabilityDevices(f *driver.Files) []specs.Device {
 // and libraries and every GPU's /dev/dri by-path links: the hook makes a
 // link only when its target is in the container and adds only libraries
 // that are there, so each container gets those of the devices it has.
-func (g *Generator) hookArgs(f *driver.Files, driLinks []string) []string {
-	if len(f.Links) == 0 && len(f.LibDirs) == 0 && len(driLinks) == 0 {
+func (g *Generator) hookArgs(h *inventory.Host, f *driver.Files, driLinks []string) []string {
+	if len(f.Links) == 0 && len(f.LibDirs) == 0 && len(driLinks) == 0 && g.params == "" {
 		return nil
 	}
 	args := []string{"gpuctk-hook", HookSetup}
@@ -195,6 +207,18 @@ func (g *Generator) hookArgs(f *driver.Files, driLinks []string) []string {
 	}
 	for _, d := range f.LibDirs {
 		args = append(args, "--folder", d)
+	}
+	// One call serves every device of the spec, so forward compatibility
+	// is offered only when every GPU of the host supports it.
+	version := f.Version
+	if version == "" {
+		version = h.DriverVersion
+	}
+	if g.cudaCompat && version != "" && len(f.LibDirs) > 0 && h.ForwardCompatible() {
+		args = append(args, "--cuda-compat", version)
+	}
+	if g.params != "" {
+		args = append(args, "--nvidia-params", g.params)
 	}
 	return args
 }

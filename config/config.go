@@ -96,6 +96,13 @@ type CDI struct {
 	// DeviceNames are the styles of name whole devices get, as
 	// nvidia-ctk's --device-name-strategy chooses.
 	DeviceNames []string `toml:"device-names"`
+	// CUDACompat lets the hook put an image's CUDA forward-compatibility
+	// libraries first, on hosts whose GPUs all support it.
+	CUDACompat *bool `toml:"cuda-compat"`
+	// DisableDeviceNodeModification has the hook cover the container's
+	// /proc/driver/nvidia/params with a copy saying ModifyDeviceFiles: 0,
+	// so the CUDA driver in a container creates no device nodes.
+	DisableDeviceNodeModification *bool `toml:"disable-device-node-modification"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -205,6 +212,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.CDI.DeviceNames == nil {
 		c.CDI.DeviceNames = []string{IndexNames, GPUMIGNames, UUIDNames}
+	}
+	for _, b := range []**bool{&c.CDI.CUDACompat, &c.CDI.DisableDeviceNodeModification} {
+		if *b == nil {
+			t := true
+			*b = &t
+		}
 	}
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {

@@ -21,6 +21,15 @@ var overrides = map[string]func(c *Config, v string){
 	// nvidia-ctk's name for the flag.
 	"device-name-strategy": func(c *Config, v string) { c.CDI.DeviceNames = strings.Split(v, ",") },
 	"state-root":           func(c *Config, v string) { c.MPS.StateRoot = v },
+	// Boolean flags: the command line has parsed the value already.
+	"cuda-compat":                      func(c *Config, v string) { c.CDI.CUDACompat = boolValue(v) },
+	"disable-device-node-modification": func(c *Config, v string) { c.CDI.DisableDeviceNodeModification = boolValue(v) },
+}
+
+// boolValue is a boolean flag's value, which the command line parsed.
+func boolValue(v string) *bool {
+	b := v == "true"
+	return &b
 }
 
 // Overridable reports whether a flag of that name sets a configuration key.

@@ -76,7 +76,7 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		}
 		for _, fw := range fws {
 			p := path.Join(d, version, filepath.Base(fw))
-			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: fileOptions})
+			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: firmwareOptions})
 		}
 		break
 	}

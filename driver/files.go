@@ -153,9 +153,31 @@ var binaries = []string{"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced",
 // sockets are the driver daemons' sockets a container may talk to.
 var sockets = []string{"/run/nvidia-persistenced/socket", "/run/nvidia-fabricmanager/socket"}
 
+// Mount options, by kind of mount (tests/mounts_test.go checks each from
+// inside a container). Every mount is read-only, so a container cannot
+// change the host's driver (nor every other container's); nosuid, so a
+// setuid bit on a host file gives no privilege inside; nodev, so devices
+// reach a container only as the spec's device nodes, which the runtime
+// also allows in the device cgroup.
 var (
-	fileOptions   = []string{"ro", "nosuid", "nodev", "bind"}
+	// fileOptions are the libraries' and programs' mounts. They must stay
+	// executable: execve needs it of a program, and the dynamic loader
+	// maps a library's code with mmap(PROT_EXEC), which a noexec mount
+	// refuses (EPERM). A file has no submounts: bind, not rbind.
+	fileOptions = []string{"ro", "nosuid", "nodev", "bind"}
+	// firmwareOptions are the GSP firmware's: data, never run.
+	firmwareOptions = []string{"ro", "nosuid", "nodev", "noexec", "bind"}
+	// socketOptions are the driver daemons' sockets'. Read-only does not
+	// stop clients: connect(2) checks write permission on the socket's
+	// inode, and the kernel refuses writes on a read-only mount only to
+	// regular files, folders and links.
 	socketOptions = []string{"ro", "nosuid", "nodev", "noexec", "bind"}
+	// folderOptions are for a folder mount: rbind takes the folder's
+	// submounts along (a bind alone would show the empty mount points
+	// under them), and rprivate keeps mounts made later under the host's
+	// folder from propagating into running containers, and the container's
+	// from reaching the host.
+	folderOptions = []string{"ro", "nosuid", "nodev", "rbind", "rprivate"}
 )
 
 // addLibrary records a library file found at containerPath (hostPath on

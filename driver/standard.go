@@ -58,7 +58,7 @@ func Standard(version string, uvmMajor, capsMajor int) *Files {
 	}
 	for _, fw := range []string{"gsp_ga10x.bin", "gsp_tu10x.bin"} {
 		p := path.Join(firmwareDir, version, fw)
-		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: fileOptions})
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: p, Options: firmwareOptions})
 	}
 	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: sockets[0], ContainerPath: sockets[0], Options: socketOptions})
 	for _, d := range dataFiles {

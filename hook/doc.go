@@ -2,8 +2,11 @@
 // runs as a createContainer hook (cmd/gpuctk-hook parses its command line):
 // [Setup] reads the OCI state, finds the container's root file system from
 // the bundle's config.json, and does the in-container work the driver's
-// files need in one invocation: library links (SONAME and .so) and the
-// linker cache.
+// files need in one invocation: library links (SONAME and .so), the
+// linker cache (with an image's CUDA forward-compatibility libraries
+// first when the spec allows it, compat.go), and a read-only copy of the
+// driver's params saying ModifyDeviceFiles: 0 over the container's, so
+// its CUDA driver creates no device nodes (params.go).
 //
 // The hook runs as root on the host, on a root file system an untrusted
 // image controls. Every file operation inside it goes through os.Root, so

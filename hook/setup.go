@@ -34,6 +34,14 @@ type SetupOptions struct {
 	Ldconfig string
 	// Limits bound the ldconfig child; zero fields take the defaults.
 	Limits Limits
+	// CUDACompat is the host driver's version when the host's GPUs
+	// support CUDA forward compatibility: the image's CompatDir libraries
+	// then come first in the linker cache when they are of a newer
+	// driver branch. Empty: never.
+	CUDACompat string
+	// Params is the host path of the driver's params file: the container
+	// gets a copy saying ModifyDeviceFiles: 0 over its own. Empty: left.
+	Params string
 }
 
 // Setup makes the driver libraries' links and updates the linker cache of
@@ -85,6 +93,11 @@ func Setup(e *Env, o SetupOptions) error {
 		}
 		e.debugf("link %s -> %s", link, target)
 	}
+	if o.Params != "" {
+		if err := s.protectDeviceNodes(o.Params); err != nil {
+			return err
+		}
+	}
 	o.Libraries, err = s.onlyPresent(o.Libraries, false)
 	if err != nil {
 		return err
@@ -92,10 +105,19 @@ func Setup(e *Env, o SetupOptions) error {
 	if o.Folders, err = s.onlyPresent(o.Folders, true); err != nil || len(o.Folders) == 0 {
 		return err
 	}
+	var first []ldcache.Entry
+	if o.CUDACompat != "" {
+		if first, err = s.cudaCompat(o.CUDACompat); err != nil {
+			return err
+		}
+		if first != nil {
+			o.Folders = append([]string{CompatDir}, o.Folders...)
+		}
+	}
 	// why says why the image's cache could not be merged into.
 	var why *noCache
 	if len(o.Libraries) > 0 {
-		err := s.mergeCache(o.Libraries)
+		err := s.mergeCache(first, o.Libraries)
 		if err == nil {
 			e.debugf("merged %d libraries into the image's linker cache", len(o.Libraries))
 			return nil
@@ -242,7 +264,7 @@ func cacheFlags() int32 {
 // mergeCache adds the libraries to the container's /etc/ld.so.cache and
 // writes it back atomically, inside the root, in the same format: the
 // image is not rescanned, so the cost does not grow with the image.
-func (s *setup) mergeCache(libraries []string) error {
+func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 	data, err := readImageFile(s.root, "etc/ld.so.cache", maxCacheSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &noCache{error: err, missing: true}
@@ -257,7 +279,9 @@ func (s *setup) mergeCache(libraries []string) error {
 	if err != nil {
 		return &noCache{error: fmt.Errorf("/etc/ld.so.cache: %w", err)}
 	}
-	entries := make([]ldcache.Entry, 0, len(libraries))
+	// The first entries win over later ones of the same SONAME: Add keeps
+	// their order, and the loader takes the first it finds.
+	entries := append(make([]ldcache.Entry, 0, len(first)+len(libraries)), first...)
 	for _, l := range libraries {
 		entries = append(entries, ldcache.Entry{Flags: cacheFlags(), Key: path.Base(l), Value: path.Clean(l)})
 	}

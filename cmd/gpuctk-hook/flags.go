@@ -24,6 +24,12 @@ Subcommands:
                --folder /DIR          a library folder for ldconfig (repeatable)
                --ldconfig PATH        the host's ldconfig (default ` + hook.DefaultLdconfig + `)
                --ldconfig-timeout D   kill ldconfig after D (default 10s)
+               --cuda-compat VERSION  the host driver's version: the image's
+                                      /usr/local/cuda/compat libraries of a newer
+                                      driver branch come first in the cache
+               --nvidia-params PATH   the host's /proc/driver/nvidia/params: the
+                                      container's is covered by a read-only copy
+                                      saying ModifyDeviceFiles: 0
   mps-check  refuse the container when its MPS daemon is not running
                --pipe-dir DIR --uuid UUID
   version    print the version
@@ -123,10 +129,12 @@ var errHelp = errors.New("help requested")
 // parseSetup parses setup's flags into o.
 func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 	return parseFlags(stderr, args, map[string]func(string) error{
-		"link":     func(v string) error { o.Links = append(o.Links, v); return nil },
-		"library":  func(v string) error { o.Libraries = append(o.Libraries, v); return nil },
-		"folder":   func(v string) error { o.Folders = append(o.Folders, v); return nil },
-		"ldconfig": func(v string) error { o.Ldconfig = v; return nil },
+		"link":          func(v string) error { o.Links = append(o.Links, v); return nil },
+		"library":       func(v string) error { o.Libraries = append(o.Libraries, v); return nil },
+		"folder":        func(v string) error { o.Folders = append(o.Folders, v); return nil },
+		"ldconfig":      func(v string) error { o.Ldconfig = v; return nil },
+		"cuda-compat":   func(v string) error { o.CUDACompat = v; return nil },
+		"nvidia-params": func(v string) error { o.Params = v; return nil },
 		"ldconfig-timeout": func(v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
