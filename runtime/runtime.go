@@ -21,6 +21,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
@@ -216,6 +217,13 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
+	if !req.commonOnly {
+		var unknown []string
+		req.optional, unknown = capabilities(&asked, kind)
+		if len(unknown) > 0 {
+			log.Warnf("create %s: %s names capabilities gpuctk does not know, ignored: %s (known: compute, utility, %s, all)", inv.id, CapabilitiesVar, list(unknown), capabilityNames())
+		}
+	}
 	e, err := readEditable(doc, asked.Annotations, asked.Mounts, process, env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
@@ -380,6 +388,15 @@ func (r *Runtime) injectLibrary(spec *specs.Spec, req *request) error {
 		return fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
 	return nil
+}
+
+// capabilityNames lists the capabilities beyond compute and utility.
+func capabilityNames() string {
+	var names []string
+	for _, c := range driver.Extra() {
+		names = append(names, string(c))
+	}
+	return strings.Join(names, ", ")
 }
 
 // injectCommon applies the common edits of the specs of kind alone.
