@@ -2,6 +2,7 @@ package cdi
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -219,6 +220,13 @@ func (g *Generator) hookArgs(h *inventory.Host, f *driver.Files, driLinks []stri
 	}
 	if g.params != "" {
 		args = append(args, "--nvidia-params", g.params)
+	}
+	// With capability-graphics, EGL is to see only the container's GPUs.
+	for _, l := range f.Libraries {
+		if path.Base(l) == "libEGL_nvidia.so.0" {
+			args = append(args, "--egl-library", l)
+			break
+		}
 	}
 	return args
 }

@@ -30,13 +30,16 @@ func Main(args []string, stdin io.Reader, stderr io.Writer) int {
 	switch args[0] {
 	case "setup":
 		var f map[string][]string
-		if f, err = flags(env, args[1:], "link", "library", "folder", "ldconfig", "cuda-compat", "nvidia-params"); err == nil {
+		if f, err = flags(env, args[1:], "link", "library", "folder", "ldconfig", "cuda-compat", "nvidia-params", "egl-library"); err == nil {
 			o := SetupOptions{Links: f["link"], Libraries: f["library"], Folders: f["folder"], Limits: testLimits}
 			if v := f["cuda-compat"]; len(v) > 0 {
 				o.CUDACompat = v[len(v)-1]
 			}
 			if v := f["nvidia-params"]; len(v) > 0 {
 				o.Params = v[len(v)-1]
+			}
+			if v := f["egl-library"]; len(v) > 0 {
+				o.EGLLibrary = v[len(v)-1]
 			}
 			if v := f["ldconfig"]; len(v) > 0 {
 				o.Ldconfig = v[len(v)-1]

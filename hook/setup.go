@@ -42,6 +42,10 @@ type SetupOptions struct {
 	// Params is the host path of the driver's params file: the container
 	// gets a copy saying ModifyDeviceFiles: 0 over its own. Empty: left.
 	Params string
+	// EGLLibrary is the driver's EGL vendor library in the container: when
+	// it is there (capability-graphics), the container gets an application
+	// profile limiting EGL to its GPUs (see appProfile). Empty: none.
+	EGLLibrary string
 }
 
 // Setup makes the driver libraries' links and updates the linker cache of
@@ -91,10 +95,19 @@ func Setup(e *Env, o SetupOptions) error {
 		if err := s.symlink(target, link); err != nil {
 			return err
 		}
+		if s.made == nil {
+			s.made = map[string]bool{}
+		}
+		s.made[path.Clean(link)] = true
 		e.debugf("link %s -> %s", link, target)
 	}
 	if o.Params != "" {
 		if err := s.protectDeviceNodes(o.Params); err != nil {
+			return err
+		}
+	}
+	if o.EGLLibrary != "" {
+		if err := s.appProfile(o.EGLLibrary); err != nil {
 			return err
 		}
 	}
@@ -150,23 +163,51 @@ func Setup(e *Env, o SetupOptions) error {
 // or anything else counts as absent. Links are followed inside the root
 // only: one that leads out of it is an error, as for the links made.
 func (s *setup) present(p string, dir bool) (bool, error) {
-	st, err := s.root.Stat(strings.TrimPrefix(path.Clean(p), "/"))
+	if !dir && s.made[path.Clean(p)] {
+		return true, nil
+	}
+	// Fast: one lstat in the path's folder, opened once for all the paths
+	// it holds (the spec lists a hundred, in a handful of folders); a
+	// link, or an error other than absence, is resolved whole below.
+	rel := strings.TrimPrefix(path.Clean(p), "/")
+	folder, base := path.Split(rel)
+	if d, err := s.folder(folder); err == nil {
+		st, err := d.Lstat(base)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err == nil && st.Mode()&fs.ModeSymlink == 0 {
+			return kindPresent(st, dir), nil
+		}
+	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return false, nil
+	}
+	st, err := s.root.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
+	return kindPresent(st, dir), nil
+}
+
+// kindPresent reports whether st is what present looks for: a folder when
+// dir is set, else a file or a device node.
+func kindPresent(st fs.FileInfo, dir bool) bool {
 	if dir {
-		return st.IsDir(), nil
+		return st.IsDir()
 	}
-	return st.Mode().IsRegular() || st.Mode()&fs.ModeCharDevice != 0, nil
+	return st.Mode().IsRegular() || st.Mode()&fs.ModeCharDevice != 0
 }
 
 // mkdirs makes the folders of dir that the container lacks (the by-path
 // folder under /dev/dri, gbm/ in the library folder), inside the root and
 // the container's own.
 func (s *setup) mkdirs(dir string) error {
+	if _, err := s.folder(strings.TrimPrefix(path.Clean(dir), "/")); err == nil {
+		return nil // there already, as for most links
+	}
 	rel := ""
 	for _, part := range strings.Split(strings.TrimPrefix(path.Clean(dir), "/"), "/") {
 		rel = path.Join(rel, part)
@@ -205,6 +246,9 @@ type setup struct {
 	c    Container
 	// folders are the root's folders opened so far, by path (see folder).
 	folders map[string]*os.Root
+	// made are the links made (or found right) so far, by absolute path:
+	// their targets are in the root, so they are too.
+	made map[string]bool
 }
 
 func (s *setup) warn(format string, args ...any) {

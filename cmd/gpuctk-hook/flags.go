@@ -30,6 +30,9 @@ Subcommands:
                --nvidia-params PATH   the host's /proc/driver/nvidia/params: the
                                       container's is covered by a read-only copy
                                       saying ModifyDeviceFiles: 0
+               --egl-library /PATH    the driver's EGL library: when the container
+                                      has it, EGL sees only the container's GPUs
+                                      (an application profile in its /etc/nvidia)
   mps-check  refuse the container when its MPS daemon is not running
                --pipe-dir DIR --uuid UUID
   version    print the version
@@ -135,6 +138,7 @@ func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 		"ldconfig":      func(v string) error { o.Ldconfig = v; return nil },
 		"cuda-compat":   func(v string) error { o.CUDACompat = v; return nil },
 		"nvidia-params": func(v string) error { o.Params = v; return nil },
+		"egl-library":   func(v string) error { o.EGLLibrary = v; return nil },
 		"ldconfig-timeout": func(v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
