@@ -19,7 +19,8 @@ const capsProbe = `lib=/usr/lib/x86_64-linux-gnu; ` +
 	`/usr/share/vulkan/icd.d/nvidia_icd.json /usr/share/glvnd/egl_vendor.d/10_nvidia.json /usr/lib/xorg/modules/drivers/nvidia_drv.so ` +
 	`/usr/share/nvidia/nvoptix.bin $lib/libnvidia-ngx.so.1 $lib/libnvidia-pkcs11.so.580.65.06 /etc/OpenCL/vendors/nvidia.icd /dev/dri/card* /dev/dri/renderD* /dev/dri/by-path/*; do ` +
 	`test -e $f && echo "HAVE $f"; done; ` +
-	`/sbin/ldconfig -p | grep -o 'lib[A-Za-z_0-9-]*nvidia[A-Za-z_0-9-]*\.so\.[0-9]* (' | sed 's/ (//' | sort -u | sed 's/^/CACHE /'; true`
+	`/sbin/ldconfig -p | grep -o 'lib[A-Za-z_0-9-]*nvidia[A-Za-z_0-9-]*\.so\.[0-9]* (' | sed 's/ (//' | sort -u | sed 's/^/CACHE /'; ` +
+	`grep -o 'EGLVisibleDGPUDevices", 0x[0-9a-f]*' /etc/nvidia/nvidia-application-profiles-rc.d/10-container.conf 2>/dev/null | sed 's/^/PROFILE /'; true`
 
 // TestDriverCapabilities runs containers through gpuctk-runtime on a full
 // 580 install: NVIDIA_DRIVER_CAPABILITIES picks the capability devices,
@@ -55,17 +56,20 @@ func TestDriverCapabilities(t *testing.T) {
 		}
 		return out
 	}
-	everything := cat(compute, gpu0, graphics, video, rest)
+	// With graphics, EGL sees only the container's GPU: GPU 0 (minor 0),
+	// or GPU 4 for mig-0.
+	profile0, profile4 := []string{`PROFILE EGLVisibleDGPUDevices", 0x1`}, []string{`PROFILE EGLVisibleDGPUDevices", 0x10`}
+	everything := cat(compute, gpu0, graphics, video, rest, profile0, profile4)
 	for _, tc := range []struct {
 		name  string
 		flags []string
 		want  []string // lines among everything's that must be there; the others must not
 	}{
 		{"runtime, GPU 0, default capabilities", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0"}, cat(compute, gpu0)},
-		{"runtime, GPU 0, graphics,video and an unknown name", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0", "-e", "NVIDIA_DRIVER_CAPABILITIES=compute,graphics,video,bogus"}, cat(compute, gpu0, graphics, video)},
-		{"runtime, GPU 0, all", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0", "-e", "NVIDIA_DRIVER_CAPABILITIES=all"}, everything},
-		{"runtime, MIG device, graphics", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=mig-0", "-e", "NVIDIA_DRIVER_CAPABILITIES=graphics"}, cat(compute, graphics)},
-		{"podman CDI, GPU 0 and capability-graphics", []string{"--device", h.vendor + "/gpu=0", "--device", h.vendor + "/gpu=capability-graphics"}, cat(compute, gpu0, graphics)},
+		{"runtime, GPU 0, graphics,video and an unknown name", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0", "-e", "NVIDIA_DRIVER_CAPABILITIES=compute,graphics,video,bogus"}, cat(compute, gpu0, graphics, video, profile0)},
+		{"runtime, GPU 0, all", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=0", "-e", "NVIDIA_DRIVER_CAPABILITIES=all"}, cat(compute, gpu0, graphics, video, rest, profile0)},
+		{"runtime, MIG device, graphics", []string{"--runtime", wrapper, "-e", "NVIDIA_VISIBLE_DEVICES=mig-0", "-e", "NVIDIA_DRIVER_CAPABILITIES=graphics"}, cat(compute, graphics, profile4)},
+		{"podman CDI, GPU 0 and capability-graphics", []string{"--device", h.vendor + "/gpu=0", "--device", h.vendor + "/gpu=capability-graphics"}, cat(compute, gpu0, graphics, profile0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := podman(t, busyboxRoot(t, true), tc.flags, capsProbe)
