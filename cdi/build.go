@@ -43,11 +43,9 @@ func rebase(spec *specs.Spec, from, to string) {
 		}
 		return p
 	}
-	// capability-all shares its mounts with the capability devices: each
-	// mount is moved once.
 	mounts := spec.ContainerEdits.Mounts
 	for _, d := range spec.Devices {
-		if IsCapability(d.Name) && d.Name != driver.AllDevice {
+		if IsCapability(d.Name) {
 			mounts = append(mounts[:len(mounts):len(mounts)], d.ContainerEdits.Mounts...)
 		}
 	}

@@ -21,7 +21,7 @@ import (
 
 // IsCapability reports whether a device name is a capability device's:
 // the files of one driver capability beyond compute and utility
-// (capability-graphics, ...), or capability-all. They are no GPU: a
+// (capability-graphics, ...). They are no GPU: a
 // container asks for one beside its GPUs.
 func IsCapability(name string) bool { return strings.HasPrefix(name, driver.DevicePrefix) }
 
@@ -79,7 +79,7 @@ type Summary struct {
 	Replicas   int `json:"replicas"`
 	Devices    int `json:"devices"`
 	// Capabilities are the capability devices written (capability-graphics,
-	// ..., capability-all): the driver capabilities this host has files
+	// ...): the driver capabilities this host has files
 	// for beyond compute and utility.
 	Capabilities []string `json:"capabilities,omitempty"`
 }
@@ -173,19 +173,16 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 }
 
 // capabilityDevices returns a device per capability whose files the host
-// has, and capability-all with all of them; none when it has none (CDI
-// refuses a device without edits).
+// has (CDI refuses a device without edits). There is no device for "all":
+// it would repeat every mount of the others, doubling their share of the
+// spec that every runtime parses; gpuctk-runtime and the device plugin
+// expand "all" into the devices the spec has.
 func capabilityDevices(f *driver.Files) []specs.Device {
 	var out []specs.Device
-	var all []*specs.Mount
 	for _, c := range driver.Extra() {
 		if m := f.CapabilityMounts[c]; len(m) > 0 {
 			out = append(out, specs.Device{Name: c.Device(), ContainerEdits: specs.ContainerEdits{Mounts: m}})
-			all = append(all, m...)
 		}
-	}
-	if len(all) > 0 {
-		out = append(out, specs.Device{Name: driver.AllDevice, ContainerEdits: specs.ContainerEdits{Mounts: all}})
 	}
 	return out
 }

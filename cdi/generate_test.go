@@ -158,7 +158,7 @@ func TestInjectEveryName(t *testing.T) {
 				t.Fatalf("spec errors: %v", errs)
 			}
 			devices := cache.ListDevices()
-			if want := sum.Devices + len(driver.Extra()) + 1; len(devices) != want {
+			if want := sum.Devices + len(driver.Extra()); len(devices) != want {
 				t.Fatalf("cache lists %d devices, summary says %d and %d capability devices", len(devices), sum.Devices, want-sum.Devices)
 			}
 			for _, d := range devices {
@@ -202,7 +202,7 @@ func TestSummaryAndNames(t *testing.T) {
 	// are shared 3 ways, mig-0 through MPS 2 ways.
 	// GPUs 4-7, in MIG mode, are offered whole too (two names each).
 	if want := (Summary{GPUs: 8, MIGDevices: 16, Replicas: 17, Devices: 3*2 + 1*3*2 + 4*2 + 11*3 + 4*3*3 + 2*3 + 1,
-		Capabilities: []string{"capability-graphics", "capability-video", "capability-display", "capability-ngx", "capability-optix", "capability-pkcs11", "capability-sandboxutils", "capability-all"}}); !reflect.DeepEqual(sum, want) {
+		Capabilities: []string{"capability-graphics", "capability-video", "capability-display", "capability-ngx", "capability-optix", "capability-pkcs11", "capability-sandboxutils"}}); !reflect.DeepEqual(sum, want) {
 		t.Errorf("summary = %+v", sum)
 	}
 	s := string(data)
@@ -461,7 +461,7 @@ func TestListConflicts(t *testing.T) {
 	}
 	for _, c := range conflicts {
 		// The summary counts no capability device; a conflict names them.
-		if want := sum.Devices + len(driver.Extra()) + 1; len(c.Names) != want {
+		if want := sum.Devices + len(driver.Extra()); len(c.Names) != want {
 			t.Errorf("%s: %d names, want %d", c, len(c.Names), want)
 		}
 		if !strings.Contains(c.String(), c.Files[0]+" and "+c.Files[1]+" both define ") {
@@ -499,7 +499,7 @@ func TestHostDriverRoot(t *testing.T) {
 }
 
 // TestCapabilityDevices: a standard install's spec has one device per
-// capability beyond compute and utility, and capability-all, each with
+// capability beyond compute and utility (none for "all"), each with
 // mounts only; the summary and `cdi list`'s counts leave them out.
 func TestCapabilityDevices(t *testing.T) {
 	_, data, sum := generateFor(t, "l40s")
@@ -522,19 +522,12 @@ func TestCapabilityDevices(t *testing.T) {
 			t.Errorf("%s: edits %+v, want mounts only", d.Name, e)
 		}
 	}
-	want := "capability-graphics capability-video capability-display capability-ngx capability-optix capability-pkcs11 capability-sandboxutils capability-all"
+	want := "capability-graphics capability-video capability-display capability-ngx capability-optix capability-pkcs11 capability-sandboxutils"
 	if strings.Join(names, " ") != want {
 		t.Errorf("capability devices %q, want %q", names, want)
 	}
 	if sum.Devices != offered {
 		t.Errorf("summary counts %d device names, want %d (no capability device)", sum.Devices, offered)
-	}
-	all := 0
-	for _, c := range driver.Extra() {
-		all += len(byName["capability-"+string(c)].ContainerEdits.Mounts)
-	}
-	if got := len(byName["capability-all"].ContainerEdits.Mounts); got != all {
-		t.Errorf("capability-all has %d mounts, want %d", got, all)
 	}
 	dir := t.TempDir()
 	if err := WriteSpec(filepath.Join(dir, "nvidia.yaml"), data); err != nil {

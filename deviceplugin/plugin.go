@@ -53,6 +53,10 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
 	for i, c := range cfg.Kubernetes.DriverCapabilities {
+		if c == "all" {
+			st.Capabilities = slices.Clone(caps) // every one the spec has
+			break
+		}
 		switch dev := driver.Capability(c).Device(); {
 		case c == string(driver.Compute) || c == string(driver.Utility) || slices.Contains(cfg.Kubernetes.DriverCapabilities[:i], c):
 			// every device's common edits, or said already

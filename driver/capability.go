@@ -32,11 +32,8 @@ const (
 )
 
 // DevicePrefix starts the names of the capability devices in the spec:
-// capability-graphics, ..., and capability-all for all of them.
+// capability-graphics, capability-video, ... ("all" is each of them).
 const DevicePrefix = "capability-"
-
-// AllDevice is the capability device with every capability's files.
-const AllDevice = DevicePrefix + "all"
 
 // Device returns the name of a capability's device in the spec.
 func (c Capability) Device() string { return DevicePrefix + string(c) }

@@ -196,7 +196,7 @@ func lastEnv(spec *specs.Spec, name string) string {
 // capabilities returns the capability devices NVIDIA_DRIVER_CAPABILITIES
 // asks for, qualified with kind, and the names in it that are no
 // capability. compute and utility are the common edits every device
-// brings; "all" is capability-all.
+// brings; "all" is every capability's device.
 func capabilities(spec *specs.Spec, kind string) (devices, unknown []string) {
 	known := map[string]bool{}
 	for _, c := range driver.Extra() {
@@ -212,7 +212,11 @@ func capabilities(spec *specs.Spec, kind string) (devices, unknown []string) {
 		switch {
 		case c == "" || c == string(driver.Compute) || c == string(driver.Utility):
 		case c == "all":
-			return []string{kind + "=" + driver.AllDevice}, nil
+			devices = devices[:0]
+			for _, x := range driver.Extra() {
+				devices = append(devices, kind+"="+x.Device())
+			}
+			return devices, nil
 		case known[c]:
 			devices = append(devices, kind+"="+driver.Capability(c).Device())
 		default:

@@ -117,9 +117,9 @@ func TestCompareNVIDIACtk(t *testing.T) {
 	with := countSpec(t, spec, func(string) bool { return true }, true)
 	without := countSpec(t, spec, func(n string) bool { return !isCap(n) }, true)
 	nv := countSpec(t, []byte(theirs.String()), func(string) bool { return true }, false)
-	t.Logf("host files / device nodes / links, every device of 8 GPUs: gpuctk with capability-all %d/%d/%d, without %d/%d/%d; nvidia-ctk %d/%d/%d",
+	t.Logf("host files / device nodes / links, every device of 8 GPUs: gpuctk with every capability device %d/%d/%d, without %d/%d/%d; nvidia-ctk %d/%d/%d",
 		with.files, with.nodes, with.links, without.files, without.nodes, without.links, nv.files, nv.nodes, nv.links)
 	if with.files < nv.files || with.nodes < nv.nodes {
-		t.Errorf("gpuctk with capability-all gives fewer files or nodes than nvidia-ctk")
+		t.Errorf("gpuctk with every capability device gives fewer files or nodes than nvidia-ctk")
 	}
 }

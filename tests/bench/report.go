@@ -257,7 +257,11 @@ alternating which goes first, after one untimed pair; each is timed from
 the rename of its manifest into the kubelet's static pod folder to the
 timestamp containerd gives its container's first line (the pod status's
 startedAt has whole seconds only), and deleted, and gone from the
-kubelet's /pods, before the next.
+kubelet's /pods, before the next. The phase rows split each pod's start
+at the CRI calls containerd logs for it (RunPodSandbox, CreateContainer
+and StartContainer, each when asked and when answered) and pair each
+phase of the GPU pod with the same phase of the plain pod of its round:
+they show where a device's time goes.
 `, o.runs, o.warm, runtimeRuns(o), 4*runtimeRuns(o), 3*runtimeRuns(o), o.runs, o.benchtime, 100*o.runs, o.pods)
 }
 
