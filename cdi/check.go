@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
 // MaxSpecSize caps what Check and OwnSpecs read of a spec file: the
@@ -136,7 +138,7 @@ func ReadSpecFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("spec %s: %w", path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, notRegular{fmt.Errorf("a %s", kindOf(st.Mode()))}
+		return nil, notRegular{errors.New(filekind.Name(st.Mode()))}
 	}
 	if st.Size() > MaxSpecSize {
 		return nil, fmt.Errorf("spec %s: %d bytes, over the %d MiB a spec may have: remove it, or regenerate it", path, st.Size(), MaxSpecSize>>20)
@@ -489,23 +491,7 @@ func (c checker) mountState(m *specs.Mount) string {
 	case !st.Mode().IsRegular() && fileKind(m.ContainerPath) != "file":
 		// Libraries and programs are regular files; sockets and MPS
 		// folders are not.
-		return " (" + m.HostPath + " is now a " + kindOf(st.Mode()) + ")"
+		return " (" + m.HostPath + " is now " + filekind.Name(st.Mode()) + ")"
 	}
 	return ""
-}
-
-func kindOf(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "folder"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device node"
-	}
-	return "regular file"
 }

@@ -12,31 +12,14 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
 var (
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("over the size limit")
 )
-
-// kind names a file type for messages.
-func kind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a folder"
-	}
-	return "of an unknown type"
-}
 
 // readImageFile reads name, a path inside root that the image controls.
 // A FIFO, a device, a socket or a link as the last component would block,
@@ -47,7 +30,7 @@ func kind(m fs.FileMode) string {
 func readImageFile(root *os.Root, name string, max int64) ([]byte, error) {
 	check := func(st fs.FileInfo) error {
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("/%s is %s, %w", name, kind(st.Mode()), errNotRegular)
+			return fmt.Errorf("/%s is %s, %w", name, filekind.Name(st.Mode()), errNotRegular)
 		}
 		if st.Size() > max {
 			return fmt.Errorf("/%s is %d bytes, %w of %d bytes", name, st.Size(), errTooLarge, max)

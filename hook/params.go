@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
 // ParamsPath is where the NVIDIA kernel module publishes its parameters,
@@ -50,7 +52,7 @@ func readHostParams(hostPath string) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s, %w", hostPath, kind(st.Mode()), errNotRegular)
+		return nil, fmt.Errorf("%s is %s, %w", hostPath, filekind.Name(st.Mode()), errNotRegular)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxParamsSize+1))
 	if err != nil {
