@@ -107,15 +107,15 @@ func TestGenerateMainJob(t *testing.T) {
 	dir := t.TempDir()
 	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "dgx-a100", "--config", writeConfig(t, ""), "--output", filepath.Join(dir, "nvidia.json"))
 	list := run(t, bin("gpuctk"), "cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, ""))
-	// 65 device names and the 8 capability devices of a standard install.
-	if l := lines(list); len(l) != 74 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
+	// 65 device names and the 7 capability devices of a standard install.
+	if l := lines(list); len(l) != 73 || !strings.HasPrefix(l[1], "nvidia.com/gpu=0 ") || !strings.Contains(list, "nvidia.com/gpu=mig-15 ") {
 		t.Errorf("cdi list:\n%s", list)
 	}
 	// The same as JSON (--json is --format json) and as YAML.
 	for _, args := range [][]string{{"--format", "json"}, {"--json"}, {"--format", "yaml"}} {
 		out := run(t, bin("gpuctk"), append([]string{"cdi", "list", "--spec-dir", dir, "--config", writeConfig(t, "")}, args...)...)
 		var got []map[string]any
-		if err := yaml.Unmarshal([]byte(out), &got); err != nil || len(got) != 73 || got[0]["name"] != "nvidia.com/gpu=0" || got[0]["spec"] != filepath.Join(dir, "nvidia.json") {
+		if err := yaml.Unmarshal([]byte(out), &got); err != nil || len(got) != 72 || got[0]["name"] != "nvidia.com/gpu=0" || got[0]["spec"] != filepath.Join(dir, "nvidia.json") {
 			t.Errorf("cdi list %v: %v\n%s", args, err, out)
 		}
 		caps := 0
@@ -124,8 +124,8 @@ func TestGenerateMainJob(t *testing.T) {
 				caps++
 			}
 		}
-		if caps != 8 {
-			t.Errorf("cdi list %v: %d devices marked capability, want 8", args, caps)
+		if caps != 7 {
+			t.Errorf("cdi list %v: %d devices marked capability, want 7", args, caps)
 		}
 	}
 }
