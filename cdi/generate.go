@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
@@ -14,6 +13,7 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/hook"
+	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -85,15 +85,7 @@ type Summary struct {
 }
 
 func (s Summary) String() string {
-	return count(s.GPUs, "GPU") + ", " + count(s.MIGDevices, "MIG device") + ", " + count(s.Replicas, "replica") + ", " + count(s.Devices, "device name")
-}
-
-// count reads naturally: "1 GPU", "2 GPUs", "0 replicas".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return strconv.Itoa(n) + " " + noun + "s"
+	return plural.Count(s.GPUs, "GPU") + ", " + plural.Count(s.MIGDevices, "MIG device") + ", " + plural.Count(s.Replicas, "replica") + ", " + plural.Count(s.Devices, "device name")
 }
 
 // Generate returns the validated spec of what a host offers, its driver

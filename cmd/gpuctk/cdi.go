@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -235,7 +236,7 @@ func checkSpecs(cfg *config.Config, kind string, want []byte, hf cdi.HostFiles) 
 			if o.Path == refreshSpec {
 				fix = "run `systemctl start gpuctk-cdi-refresh.service` or `gpuctk cdi generate --output " + refreshSpec + "`"
 			}
-			r.fixes = append(r.fixes, fmt.Sprintf("%s is stale (%s): %s", o.Path, countOf(len(st), "difference"), fix))
+			r.fixes = append(r.fixes, fmt.Sprintf("%s is stale (%s): %s", o.Path, plural.Count(len(st), "difference"), fix))
 		}
 	}
 	return r, nil
@@ -268,11 +269,11 @@ func check(c *cli.Context) error {
 	}
 	switch {
 	case len(r.errs) > 0:
-		return fmt.Errorf("%s could not be read (above)", countOf(len(r.errs), "spec"))
+		return fmt.Errorf("%s could not be read (above)", plural.Count(len(r.errs), "spec"))
 	case len(r.specs) == 0:
 		return fmt.Errorf("no %s spec written by gpuctk in %s: run `gpuctk cdi generate --output %s`", b.kind, strings.Join(cfg.CDI.SpecDirs, ", "), refreshSpec)
 	case len(r.fixes) > 0:
-		return fmt.Errorf("%d of %s stale: regenerate as said above", len(r.fixes), countOf(len(r.specs), "spec"))
+		return fmt.Errorf("%d of %s stale: regenerate as said above", len(r.fixes), plural.Count(len(r.specs), "spec"))
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: fresh: %s matches this host (%s)\n", strings.Join(r.specs, ", "), b.sum)
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -43,7 +44,7 @@ func info(c *cli.Context) error {
 		source = "simulated " + s
 	}
 	fmt.Fprintf(w, "Driver:\t%s, CUDA %s (%s)\n", h.DriverVersion, h.CUDAVersion, source)
-	fmt.Fprintf(w, "GPUs:\t%s\n", countOf(len(h.GPUs), "GPU"))
+	fmt.Fprintf(w, "GPUs:\t%s\n", plural.Count(len(h.GPUs), "GPU"))
 	shares := map[string]string{}
 	for _, s := range set.Shared {
 		shares[s.UUID()] = fmt.Sprintf("%s x%d", s.Strategy, s.Replicas)
@@ -88,7 +89,7 @@ func info(c *cli.Context) error {
 	}
 	var specs []string
 	for p, n := range perSpec {
-		specs = append(specs, fmt.Sprintf("%s (%s)", p, countOf(n, "device name")))
+		specs = append(specs, fmt.Sprintf("%s (%s)", p, plural.Count(n, "device name")))
 	}
 	sort.Strings(specs)
 	if len(specs) == 0 {
@@ -122,14 +123,6 @@ func info(c *cli.Context) error {
 		fmt.Fprintf(w, "MPS:\t%s\n", strings.Join(ds, ", "))
 	}
 	return w.Flush()
-}
-
-// countOf reads naturally: "1 GPU", "2 GPUs".
-func countOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // freshness says whether gpuctk's specs are what the host gives now, as
