@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -52,18 +53,15 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
-	for i, c := range cfg.Kubernetes.DriverCapabilities {
-		if c == "all" {
-			st.Capabilities = slices.Clone(caps) // every one the spec has
-			break
-		}
-		switch dev := driver.Capability(c).Device(); {
-		case c == string(driver.Compute) || c == string(driver.Utility) || slices.Contains(cfg.Kubernetes.DriverCapabilities[:i], c):
-			// every device's common edits, or said already
-		case slices.Contains(caps, dev) && !slices.Contains(st.Capabilities, dev):
+	devices, _ := driver.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
+	for _, dev := range devices {
+		name := strings.TrimPrefix(dev, driver.DevicePrefix)
+		switch {
+		case slices.Contains(caps, dev):
 			st.Capabilities = append(st.Capabilities, dev)
-		default:
-			st.Notes = append(st.Notes, fmt.Sprintf("[kubernetes] driver-capabilities names %q but this host's driver has no files for it: containers get nothing more", c))
+		case slices.Contains(cfg.Kubernetes.DriverCapabilities, name):
+			// Named, not just part of "all": say why it is not given.
+			st.Notes = append(st.Notes, fmt.Sprintf("[kubernetes] driver-capabilities names %q but this host's driver has no files for it: containers get nothing more", name))
 		}
 	}
 	if cfg.Kubernetes.MIGStrategy == config.MIGNone {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +43,36 @@ func (c Capability) Device() string { return DevicePrefix + string(c) }
 // the spec lists their devices.
 func Extra() []Capability {
 	return []Capability{Graphics, Video, Display, NGX, OptiX, PKCS11, SandboxUtils}
+}
+
+// Devices returns the capability devices a list of capability names, as
+// NVIDIA_DRIVER_CAPABILITIES spells them, asks for, each once and in the
+// list's order, and the names that are no capability. Compute and utility
+// ask for none (they are every container's); "all" asks for every one,
+// in Extra's order, whatever else the list holds.
+func Devices(names []string) (devices, unknown []string) {
+	known := map[string]bool{}
+	for _, c := range Extra() {
+		known[string(c)] = true
+	}
+	for _, n := range names {
+		switch {
+		case n == "" || n == string(Compute) || n == string(Utility):
+		case n == "all":
+			devices = devices[:0]
+			for _, c := range Extra() {
+				devices = append(devices, c.Device())
+			}
+			return devices, nil
+		case !known[n]:
+			if !slices.Contains(unknown, n) {
+				unknown = append(unknown, n)
+			}
+		case !slices.Contains(devices, Capability(n).Device()):
+			devices = append(devices, Capability(n).Device())
+		}
+	}
+	return devices, unknown
 }
 
 // check is how a data file's content is checked before it is mounted.

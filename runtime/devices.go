@@ -198,30 +198,19 @@ func lastEnv(spec *specs.Spec, name string) string {
 // capability. compute and utility are the common edits every device
 // brings; "all" is every capability's device.
 func capabilities(spec *specs.Spec, kind string) (devices, unknown []string) {
-	known := map[string]bool{}
-	for _, c := range driver.Extra() {
-		known[string(c)] = true
-	}
+	var names []string
 	seen := map[string]bool{}
 	for c := range strings.SplitSeq(lastEnv(spec, CapabilitiesVar), ",") {
 		c = strings.TrimSpace(c)
-		if seen[c] || len(seen) > len(known)+maxListed {
+		if seen[c] || len(seen) > len(driver.Extra())+maxListed {
 			continue // bounded: a list of a million names costs one pass
 		}
 		seen[c] = true
-		switch {
-		case c == "" || c == string(driver.Compute) || c == string(driver.Utility):
-		case c == "all":
-			devices = devices[:0]
-			for _, x := range driver.Extra() {
-				devices = append(devices, kind+"="+x.Device())
-			}
-			return devices, nil
-		case known[c]:
-			devices = append(devices, kind+"="+driver.Capability(c).Device())
-		default:
-			unknown = append(unknown, c)
-		}
+		names = append(names, c)
+	}
+	devices, unknown = driver.Devices(names)
+	for i, d := range devices {
+		devices[i] = kind + "=" + d
 	}
 	return devices, unknown
 }
