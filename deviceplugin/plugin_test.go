@@ -439,17 +439,7 @@ func benchCall(b *testing.B, alloc bool) {
 			r = &st.Resources[i]
 		}
 	}
-	s := newServer(dir, st, r, quiet)
-	if err := s.start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.stop()
-	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewDevicePluginClient(conn)
+	c := benchServer(b, dir, st, r)
 	req := &pb.AllocateRequest{ContainerRequests: []*pb.ContainerAllocateRequest{{DevicesIds: []string{"0::1"}}}}
 	ctx := context.Background()
 	var took []time.Duration
@@ -517,17 +507,7 @@ func BenchmarkListAndWatch(b *testing.B) {
 			r = &st.Resources[i]
 		}
 	}
-	s := newServer(b.TempDir(), st, r, quiet)
-	if err := s.start(); err != nil {
-		b.Fatal(err)
-	}
-	defer s.stop()
-	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	c := pb.NewDevicePluginClient(conn)
+	c := benchServer(b, b.TempDir(), st, r)
 	var size int
 	for b.Loop() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -631,4 +611,20 @@ func TestDriverCapabilities(t *testing.T) {
 	if !reflect.DeepEqual(st.Capabilities, []string{"capability-ngx"}) || len(st.Notes) != 1 || !strings.Contains(st.Notes[0], `driver-capabilities names "graphics" but this host's driver has no files for it`) {
 		t.Errorf("capabilities %v, notes %q", st.Capabilities, st.Notes)
 	}
+}
+
+// benchServer serves resource r of st on a socket in dir until the
+// benchmark ends, and returns a client connected to it.
+func benchServer(b *testing.B, dir string, st *State, r *offer.Resource) pb.DevicePluginClient {
+	s := newServer(dir, st, r, quiet)
+	if err := s.start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.stop)
+	conn, err := grpc.NewClient("unix://"+s.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return pb.NewDevicePluginClient(conn)
 }
