@@ -1,15 +1,12 @@
 package hook
 
 import (
-	"bytes"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,48 +210,29 @@ func findCompat(rootPath, hostVersion string) (c *compat, why string, err error)
 // readSONAME returns the DT_SONAME of the regular file name in the folder
 // dirFD, for this machine's architecture. It opens without following a
 // link or blocking, checks the descriptor is a regular file of at most
-// maxCompatLibSize, and lets debug/elf read only the headers and the
-// dynamic section, through the descriptor.
+// maxCompatLibSize, and reads only the headers and the dynamic section
+// (soname), through the descriptor.
 func readSONAME(dirFD int, name string) (string, error) {
 	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
 		return "", err
 	}
-	if !st.Mode().IsRegular() || st.Size() > maxCompatLibSize {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxCompatLibSize {
 		return "", fmt.Errorf("%s: %w", name, errNotRegular)
 	}
-	ef, err := elf.NewFile(f)
+	so, err := soname(fd, st.Size)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", name, err)
 	}
-	if ef.Class != elf.ELFCLASS64 || ef.Machine != hostMachine() || ef.Type != elf.ET_DYN {
-		return "", fmt.Errorf("%s: not a shared library for this machine", name)
+	if strings.ContainsAny(so, "/") {
+		return "", fmt.Errorf("%s: SONAME %q is not a file name", name, so)
 	}
-	names, err := ef.DynString(elf.DT_SONAME)
-	if err != nil {
-		return "", err
-	}
-	if len(names) == 0 {
-		return "", nil
-	}
-	if bytes.ContainsAny([]byte(names[0]), "/\x00") {
-		return "", fmt.Errorf("%s: SONAME %q is not a file name", name, names[0])
-	}
-	return names[0], nil
-}
-
-// hostMachine is the ELF machine of the libraries the cache is for.
-func hostMachine() elf.Machine {
-	if runtime.GOARCH == "arm64" {
-		return elf.EM_AARCH64
-	}
-	return elf.EM_X86_64
+	return so, nil
 }
 
 // cudaCompat returns the cache entries of the image's compat libraries

@@ -1,13 +1,18 @@
 package hook
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Env is what an operation runs with: the OCI state on Stdin (read on
@@ -70,11 +75,10 @@ func (e *Env) Container() (Container, error) {
 		}
 		e.state = &s
 	}
-	f, err := os.Open(filepath.Join(e.state.Bundle, "config.json"))
+	data, err := readBundleFile(filepath.Join(e.state.Bundle, "config.json"), maxConfigSize)
 	if err != nil {
 		return Container{}, fmt.Errorf("bundle: %w", err)
 	}
-	defer f.Close()
 	var cfg struct {
 		Root struct {
 			Path string `json:"path"`
@@ -84,7 +88,7 @@ func (e *Env) Container() (Container, error) {
 			GIDMappings []idMapping `json:"gidMappings"`
 		} `json:"linux"`
 	}
-	if err := json.NewDecoder(io.LimitReader(f, 64<<20)).Decode(&cfg); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&cfg); err != nil {
 		return Container{}, fmt.Errorf("bundle %s/config.json: %w", e.state.Bundle, err)
 	}
 	if cfg.Root.Path == "" {
@@ -101,6 +105,50 @@ func (e *Env) Container() (Container, error) {
 		c.Root = filepath.Join(e.state.Bundle, c.Root)
 	}
 	return c, nil
+}
+
+// maxConfigSize bounds the bundle's config.json the hook reads: the
+// runtime wrote it, but a spec of a few thousand mounts is well under a
+// MiB.
+const maxConfigSize = 64 << 20
+
+// readBundleFile reads the runtime's file path, at most limit bytes of it.
+// Through plain system calls: os.Open would register the file with Go's
+// poller, five more calls for a file read once.
+func readBundleFile(path string, limit int64) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s: %w", path, errNotRegular)
+	}
+	if st.Size > limit {
+		return nil, fmt.Errorf("%s is %d bytes, %w of %d bytes", path, st.Size, errTooLarge, limit)
+	}
+	data := make([]byte, 0, st.Size+1)
+	for int64(len(data)) <= limit {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, min(int(limit)+1-len(data), max(len(data), 512)))
+		}
+		n, err := unix.Read(fd, data[len(data):cap(data)])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			return data, nil
+		}
+		data = data[:len(data)+n]
+	}
+	return nil, fmt.Errorf("%s grew while read, %w of %d bytes", path, errTooLarge, limit)
 }
 
 // inInitialUserNS reports whether the hook runs in the host's user

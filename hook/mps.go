@@ -25,9 +25,8 @@ func CheckMPS(pipeDir, uuid string) error {
 	if err != nil {
 		return notRunning
 	}
-	c, err := peer.Dial(filepath.Join(pipeDir, "control"), rec, 2*time.Second)
-	if err != nil {
+	if err := peer.Check(filepath.Join(pipeDir, "control"), rec, 2*time.Second); err != nil {
 		return notRunning
 	}
-	return c.Close()
+	return nil
 }

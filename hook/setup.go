@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/ldcache"
 )
@@ -65,19 +67,19 @@ func Setup(e *Env, o SetupOptions) error {
 	if err != nil {
 		return err
 	}
+	// Containers can share a root (podman --rootfs): their hooks would race
+	// on the same links and on ldconfig's fixed temp file. One at a time.
+	rootFD, err := lockRoot(c.Root)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rootFD)
 	root, err := os.OpenRoot(c.Root)
 	if err != nil {
 		return fmt.Errorf("container root: %w", err)
 	}
 	defer root.Close()
-	// Containers can share a root (podman --rootfs): their hooks would race
-	// on the same links and on ldconfig's fixed temp file. One at a time.
-	unlock, err := lockRoot(c.Root)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s := &setup{env: e, root: root, c: c}
+	s := &setup{env: e, root: root, rootFD: rootFD, c: c}
 	defer s.close()
 	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.Links {
@@ -172,6 +174,17 @@ func (s *setup) present(p string, dir bool) (bool, error) {
 	rel := strings.TrimPrefix(path.Clean(p), "/")
 	folder, base := path.Split(rel)
 	if d, err := s.folder(folder); err == nil {
+		if fd, ok := d.(dirFD); ok && base != "" {
+			// Without the allocations of an fs.FileInfo: most of the
+			// spec's paths are absent or plain files.
+			mode, err := fd.mode(base)
+			if err == unix.ENOENT {
+				return false, nil
+			}
+			if err == nil && mode != unix.S_IFLNK {
+				return modePresent(mode, dir), nil
+			}
+		}
 		st, err := d.Lstat(base)
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -201,6 +214,14 @@ func kindPresent(st fs.FileInfo, dir bool) bool {
 	return st.Mode().IsRegular() || st.Mode()&fs.ModeCharDevice != 0
 }
 
+// modePresent is kindPresent of a file type (S_IFMT bits).
+func modePresent(mode uint32, dir bool) bool {
+	if dir {
+		return mode == unix.S_IFDIR
+	}
+	return mode == unix.S_IFREG || mode == unix.S_IFCHR
+}
+
 // mkdirs makes the folders of dir that the container lacks (the by-path
 // folder under /dev/dri, gbm/ in the library folder), inside the root and
 // the container's own.
@@ -217,6 +238,7 @@ func (s *setup) mkdirs(dir string) error {
 		if err := s.root.Mkdir(rel, 0o755); err != nil {
 			return err
 		}
+		s.missing = nil // folders found missing may be there now
 		if err := s.chown(rel); err != nil {
 			return err
 		}
@@ -243,9 +265,16 @@ func (s *setup) onlyPresent(list []string, dir bool) ([]string, error) {
 type setup struct {
 	env  *Env
 	root *os.Root
-	c    Container
+	// rootFD is the root's folder, locked (lockRoot).
+	rootFD int
+	c      Container
 	// folders are the root's folders opened so far, by path (see folder).
-	folders map[string]*os.Root
+	folders map[string]folder
+	// missing are the folders that could not be opened, with why.
+	missing map[string]error
+	// slowFolders: openat2 is not available, folders are opened through
+	// os.Root.
+	slowFolders bool
 	// made are the links made (or found right) so far, by absolute path:
 	// their targets are in the root, so they are too.
 	made map[string]bool
@@ -270,17 +299,19 @@ func (s *setup) chown(rel string) error {
 	return nil
 }
 
-// lockRoot takes an exclusive flock on the container root's folder.
-func lockRoot(rootPath string) (func(), error) {
-	f, err := os.Open(rootPath)
+// lockRoot opens the container root's folder and takes an exclusive
+// flock on it; closing the descriptor lets go. The descriptor is also
+// where the folders the hook works in are opened from (openFolder).
+func lockRoot(rootPath string) (int, error) {
+	fd, err := unix.Open(rootPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("container root: %w", err)
+		return -1, fmt.Errorf("container root: %w", &fs.PathError{Op: "open", Path: rootPath, Err: err})
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("container root: lock: %w", err)
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("container root: lock: %w", err)
 	}
-	return func() { f.Close() }, nil
+	return fd, nil
 }
 
 // noCache means the container has no linker cache this hook can merge
@@ -358,6 +389,15 @@ func (s *setup) symlink(target, link string) error {
 	if err != nil {
 		return fmt.Errorf("link %s: %w", link, err)
 	}
+	// Most links are new: made at once, checked only when the name is
+	// taken.
+	err = d.Symlink(target, base)
+	if err == nil {
+		return s.chown(rel)
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("link %s -> %s: %w", link, target, err)
+	}
 	st, err := d.Lstat(base)
 	switch {
 	case err == nil && st.Mode()&fs.ModeSymlink != 0:
@@ -379,9 +419,9 @@ func (s *setup) symlink(target, link string) error {
 	return s.chown(rel)
 }
 
-// folder opens the folder rel of the container root as a root of its own
-// (so nothing in it leads out of the container root either), once.
-func (s *setup) folder(rel string) (*os.Root, error) {
+// folder opens the folder rel of the container root, once, resolving it
+// inside the root only (openFolder, or os.Root where openat2 is missing).
+func (s *setup) folder(rel string) (folder, error) {
 	rel = strings.TrimSuffix(rel, "/")
 	if rel == "" {
 		return s.root, nil
@@ -389,12 +429,31 @@ func (s *setup) folder(rel string) (*os.Root, error) {
 	if d, ok := s.folders[rel]; ok {
 		return d, nil
 	}
-	d, err := s.root.OpenRoot(rel)
+	if err, ok := s.missing[rel]; ok {
+		return nil, err
+	}
+	var d folder
+	var err error
+	if !s.slowFolders {
+		d, err = openFolder(s.rootFD, rel)
+		if errors.Is(err, errors.ErrUnsupported) {
+			s.slowFolders = true
+		}
+	}
+	if s.slowFolders {
+		d, err = s.root.OpenRoot(rel)
+	}
 	if err != nil {
+		// Asked again for each GPU's DRM links, each graphics library:
+		// answered once.
+		if s.missing == nil {
+			s.missing = map[string]error{}
+		}
+		s.missing[rel] = err
 		return nil, err
 	}
 	if s.folders == nil {
-		s.folders = map[string]*os.Root{}
+		s.folders = map[string]folder{}
 	}
 	s.folders[rel] = d
 	return d, nil
@@ -403,7 +462,12 @@ func (s *setup) folder(rel string) (*os.Root, error) {
 // close closes the folders folder opened.
 func (s *setup) close() {
 	for _, d := range s.folders {
-		d.Close()
+		switch d := d.(type) {
+		case dirFD:
+			d.close()
+		case *os.Root:
+			d.Close()
+		}
 	}
 }
 

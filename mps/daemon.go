@@ -219,11 +219,9 @@ func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool 
 	if err != nil {
 		return false
 	}
-	c, err := peer.Dial(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode}, time.Second)
-	if err != nil {
+	if err := peer.Check(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode}, time.Second); err != nil {
 		return false
 	}
-	c.Close()
 	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
 	if err != nil {
 		return false

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -67,65 +66,74 @@ func ReadRecord(path string) (Record, error) {
 	return r, nil
 }
 
-// Dial connects to the unix socket at path, without following a link in
+// Check connects to the unix socket at path, without following a link in
 // its last element and within timeout, and checks that the process
 // listening is the daemon rec describes: in its mount namespace and, when
-// rec has a pid, that pid or its child. The caller closes the connection.
-func Dial(path string, rec Record, timeout time.Duration) (net.Conn, error) {
+// rec has a pid, that pid or its child; then hangs up. Plain system calls,
+// not package net, whose start-up work gpuctk-hook would pay at every
+// container start.
+func Check(path string, rec Record, timeout time.Duration) error {
 	if rec.MountNS == 0 {
-		return nil, errors.New("no daemon is recorded")
+		return errors.New("no daemon is recorded")
 	}
 	// O_PATH opens nothing: a FIFO or a device costs nothing here.
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+		return &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("%s is not a socket", path)
+		return fmt.Errorf("%s is not a socket", path)
 	}
 	if rec.Socket != 0 && st.Ino != rec.Socket {
-		return nil, fmt.Errorf("%s is not the daemon's socket", path)
+		return fmt.Errorf("%s is not the daemon's socket", path)
+	}
+	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", path, err)
+	}
+	defer unix.Close(sock)
+	// A listener whose backlog is full keeps connect waiting: for at most
+	// the send timeout, which Linux applies to a unix socket's connect.
+	tv := unix.NsecToTimeval(max(timeout, time.Millisecond).Nanoseconds())
+	if err := unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return fmt.Errorf("connect to %s: %w", path, err)
 	}
 	// Connecting through the descriptor reaches the socket just checked,
 	// whatever replaces the name meanwhile.
-	c, err := (&net.Dialer{Timeout: timeout}).Dial("unix", "/proc/self/fd/"+strconv.Itoa(fd))
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", path, err)
+	err = ignoringEINTR(func() error {
+		return unix.Connect(sock, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(fd)})
+	})
+	if errors.Is(err, unix.EAGAIN) {
+		err = fmt.Errorf("no answer within %v", timeout)
 	}
-	pid, err := peerPID(c)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", path, err)
+	}
+	cred, err := unix.GetsockoptUcred(sock, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return fmt.Errorf("%s: SO_PEERCRED: %w", path, err)
+	}
 	// pid 0: the listener is outside our pid namespace; then only the
 	// recorded socket inode, checked above, vouches for it.
-	if err == nil && (pid != 0 || rec.Socket == 0) {
-		err = check(pid, rec)
+	if pid := int(cred.Pid); pid != 0 || rec.Socket == 0 {
+		if err := check(pid, rec); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
 	}
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
+	return nil
 }
 
-func peerPID(c net.Conn) (int, error) {
-	raw, err := c.(*net.UnixConn).SyscallConn()
-	if err != nil {
-		return 0, err
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
 	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return 0, err
-	}
-	if credErr != nil {
-		return 0, fmt.Errorf("SO_PEERCRED: %w", credErr)
-	}
-	return int(cred.Pid), nil
 }
 
 // check tells whether pid is the recorded daemon (or its child, in its
