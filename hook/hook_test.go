@@ -172,13 +172,13 @@ func TestSetupMergesCache(t *testing.T) {
 			t.Errorf("ldconfig -p has no %q:\n%s", want, out)
 		}
 	}
-	// The merged cache is what ldconfig itself would have written.
+	// The merged cache lists what ldconfig itself would have written.
 	os.Remove(filepath.Join(root, "etc/ld.so.cache"))
 	if out, err := exec.Command("ldconfig", "-r", root, "/usr/lib", libDir).CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig: %v %s", err, out)
 	}
-	if byLdconfig, _ := os.ReadFile(filepath.Join(root, "etc/ld.so.cache")); string(byLdconfig) != string(after) {
-		t.Error("merged cache differs from the one ldconfig writes for the same libraries")
+	if byLdconfig := ldconfigP(t, root); byLdconfig != out {
+		t.Errorf("merged cache differs from the one ldconfig writes for the same libraries:\n%s\nldconfig:\n%s", out, byLdconfig)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(root, "etc")); len(entries) != 1 {
 		t.Errorf("temp files left in /etc: %v", entries)

@@ -361,7 +361,10 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 		entries = append(entries, ldcache.Entry{Flags: cacheFlags(), Key: path.Base(l), Value: path.Clean(l)})
 	}
 	c.Add(entries...)
-	out, err := c.Marshal()
+	// The image's string table is kept and the driver's names appended:
+	// laying every string out again, as ldconfig does, cost more than
+	// the rest of the merge.
+	out, err := c.MarshalKeepingStrings()
 	if err != nil {
 		return fmt.Errorf("linker cache: %w", err)
 	}

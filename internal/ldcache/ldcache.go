@@ -44,6 +44,10 @@ type Entry struct {
 	Value     string // the path, e.g. "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 	OSVersion uint32
 	HWCap     uint64
+
+	// keyAt and valueAt are where Parse found Key and Value in the string
+	// table, plus one (0: not parsed), for MarshalKeepingStrings.
+	keyAt, valueAt uint32
 }
 
 // Cache is the content of an ld.so.cache file.
@@ -63,6 +67,12 @@ type Cache struct {
 	// subdirectory it scans, used or not. Marshal keeps them so that a
 	// cache parsed and marshalled again is byte for byte the same.
 	interned []string
+
+	// strings is the parsed string table; hwcapsAt are where the HWCaps
+	// names are in it. MarshalKeepingStrings writes the table back as it
+	// is.
+	strings  string
+	hwcapsAt []uint32
 }
 
 const (
@@ -148,7 +158,7 @@ func parseNew(data []byte, base int) (*Cache, error) {
 	// One copy of the string table; every key and path is a substring of it.
 	tab := string(h[strStart : strStart+lenStrings])
 
-	c := &Cache{Entries: make([]Entry, nlibs)}
+	c := &Cache{Entries: make([]Entry, nlibs), strings: tab}
 	refs := make([]stringRef, 0, 2*nlibs)
 	for i := range c.Entries {
 		p := h[headerSize+uint64(i)*entrySize:]
@@ -163,6 +173,7 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			}
 		}
 		refs = append(refs, stringRef{key, &e.Key}, stringRef{value, &e.Value})
+		e.keyAt, e.valueAt = key-uint32(strStart)+1, value-uint32(strStart)+1
 	}
 
 	if extOff != 0 {
@@ -171,10 +182,12 @@ func parseNew(data []byte, base int) (*Cache, error) {
 			return nil, err
 		}
 		c.HWCaps = make([]string, len(hwcaps))
+		c.hwcapsAt = make([]uint32, len(hwcaps))
 		for i, off := range hwcaps {
 			if uint64(off) < strStart || uint64(off) >= strStart+lenStrings {
 				return nil, formatErr("glibc-hwcaps name %d: string offset %d outside the string table [%d, %d)", i, off, strStart, strStart+lenStrings)
 			}
+			c.hwcapsAt[i] = off - uint32(strStart)
 			refs = append(refs, stringRef{off, &c.HWCaps[i]})
 		}
 	}
@@ -404,21 +417,95 @@ func (c *Cache) Marshal() ([]byte, error) {
 		return nil, fmt.Errorf("ld.so.cache strings total %d bytes, past the format's 4 GiB limit", sum)
 	}
 	tab, offsets := buildStringTable(strs)
+	hwcaps := make([]uint32, len(names))
+	for i := range names {
+		hwcaps[i] = offsets[2*len(c.Entries)+i]
+	}
+	return c.encode(tab, offsets, hwcaps, func(hwcap uint64) uint64 {
+		return hwcap&^math.MaxUint32 | uint64(newIndex[uint32(hwcap)])
+	})
+}
 
+// MarshalKeepingStrings encodes the cache in the "glibc-ld.so.cache1.1"
+// format as Marshal does, except for the string table: a parsed cache's
+// is written back as it was, with the strings of added entries after it,
+// where Marshal lays every string out again as ldconfig would (sorting
+// some thousand strings). The loader and ldconfig -p read both the same;
+// the hook, which merges a driver into every container's cache, saves
+// most of the merge. All glibc-hwcaps names are kept, in their order.
+// A cache not from Parse is encoded by Marshal.
+func (c *Cache) MarshalKeepingStrings() ([]byte, error) {
+	if c.strings == "" {
+		return c.Marshal()
+	}
+	tab := []byte(c.strings)
+	added := map[string]uint32{}
+	// at returns where s is in the table: where Parse found it when it is
+	// still there, else appended once.
+	at := func(s string, parsed uint32) (uint32, error) {
+		if strings.IndexByte(s, 0) >= 0 {
+			return 0, fmt.Errorf("ld.so.cache string %q holds a NUL byte", s)
+		}
+		if p := uint64(parsed); p > 0 && p-1+uint64(len(s)) < uint64(len(c.strings)) && c.strings[p-1:p-1+uint64(len(s))] == s && c.strings[p-1+uint64(len(s))] == 0 {
+			return parsed - 1, nil
+		}
+		if off, ok := added[s]; ok {
+			return off, nil
+		}
+		off := uint64(len(tab))
+		if off+uint64(len(s))+1 > math.MaxUint32 {
+			return 0, fmt.Errorf("ld.so.cache strings past the format's 4 GiB limit")
+		}
+		tab = append(append(tab, s...), 0)
+		added[s] = uint32(off)
+		return uint32(off), nil
+	}
+	offsets := make([]uint32, 2*len(c.Entries))
+	for i := range c.Entries {
+		e := &c.Entries[i]
+		if isExtension(e.HWCap) && uint64(uint32(e.HWCap)) >= uint64(len(c.HWCaps)) {
+			return nil, fmt.Errorf("ld.so.cache entry %d (%s): glibc-hwcaps index %d out of range (%d names)", i, e.Key, uint32(e.HWCap), len(c.HWCaps))
+		}
+		var err error
+		if offsets[2*i], err = at(e.Key, e.keyAt); err != nil {
+			return nil, err
+		}
+		if offsets[2*i+1], err = at(e.Value, e.valueAt); err != nil {
+			return nil, err
+		}
+	}
+	hwcaps := make([]uint32, len(c.HWCaps))
+	for i, n := range c.HWCaps {
+		var parsed uint32
+		if i < len(c.hwcapsAt) {
+			parsed = c.hwcapsAt[i] + 1
+		}
+		var err error
+		if hwcaps[i], err = at(n, parsed); err != nil {
+			return nil, err
+		}
+	}
+
+	return c.encode(tab, offsets, hwcaps, func(hwcap uint64) uint64 { return hwcap })
+}
+
+// encode writes the cache: the entries with their strings at offsets
+// (two per entry) in tab, the glibc-hwcaps names at hwcaps in tab, and
+// each glibc-hwcaps entry's hwcap field as index gives it.
+func (c *Cache) encode(tab []byte, offsets, hwcaps []uint32, index func(hwcap uint64) uint64) ([]byte, error) {
 	n := uint64(len(c.Entries))
 	strStart := headerSize + n*entrySize
 	extOff := (strStart + uint64(len(tab)) + 3) &^ 3
 	nsections := uint64(1)
-	if len(names) > 0 {
+	if len(hwcaps) > 0 {
 		nsections = 2
 	}
 	hwOff := extOff + 8 + nsections*sectionSize
-	genOff := hwOff + 4*uint64(len(names))
+	genOff := hwOff + 4*uint64(len(hwcaps))
 	total := genOff + uint64(len(c.Generator))
 	if total > math.MaxUint32 {
 		return nil, fmt.Errorf("ld.so.cache of %d entries would be %d bytes, past the format's 4 GiB limit", n, total)
 	}
-
 	buf := make([]byte, total)
 	copy(buf, magicNew)
 	le.PutUint32(buf[20:], uint32(n))
@@ -433,20 +520,19 @@ func (c *Cache) Marshal() ([]byte, error) {
 		le.PutUint32(p[12:], e.OSVersion)
 		hwcap := e.HWCap
 		if isExtension(hwcap) {
-			hwcap = hwcap&^math.MaxUint32 | uint64(newIndex[uint32(hwcap)])
+			hwcap = index(hwcap)
 		}
 		le.PutUint64(p[16:], hwcap)
 	}
 	copy(buf[strStart:], tab)
-
 	x := buf[extOff:]
 	le.PutUint32(x, extensionMagic)
 	le.PutUint32(x[4:], uint32(nsections))
 	putSection(x[8:], tagGenerator, genOff, uint64(len(c.Generator)))
-	if len(names) > 0 {
-		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(names)))
-		for i := range names {
-			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+offsets[2*len(c.Entries)+i])
+	if len(hwcaps) > 0 {
+		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(hwcaps)))
+		for i, off := range hwcaps {
+			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+off)
 		}
 	}
 	copy(buf[genOff:], c.Generator)

@@ -39,6 +39,11 @@ func TestHostCache(t *testing.T) {
 			if !bytes.Equal(out, data) {
 				t.Errorf("Marshal(Parse(%s)) differs from the file: %s", path, firstDiff(out, data))
 			}
+			// Nothing added: the string table kept is the one Marshal
+			// lays out again.
+			if kept, err := c.MarshalKeepingStrings(); err != nil || !bytes.Equal(kept, data) {
+				t.Errorf("MarshalKeepingStrings(Parse(%s)) differs from the file (%v): %s", path, err, firstDiff(kept, data))
+			}
 		})
 	}
 }

@@ -74,6 +74,31 @@ func TestAddMatchesLdconfig(t *testing.T) {
 		}
 		t.Fatalf("Add+Marshal differs from ldconfig's cache: %s\n%s", firstDiff(got, want), diffLines(render(gotCache, "x"), render(wantCache, "x")))
 	}
+	checkKeepingStrings(t, c, wantCache)
+}
+
+// checkKeepingStrings checks that MarshalKeepingStrings writes a cache
+// that reads as want, for this package and for ldconfig -p.
+func checkKeepingStrings(t *testing.T, c, want *Cache) {
+	t.Helper()
+	kept, err := c.MarshalKeepingStrings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(kept)
+	if err != nil {
+		t.Fatalf("MarshalKeepingStrings wrote what Parse refuses: %v", err)
+	}
+	if g, w := render(got, "x"), render(want, "x"); g != w {
+		t.Errorf("MarshalKeepingStrings: %s", diffLines(g, w))
+	}
+	path := filepath.Join(t.TempDir(), "kept.cache")
+	if err := os.WriteFile(path, kept, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, w := run(t, "ldconfig", "-p", "-C", path), render(want, path); out != w {
+		t.Errorf("ldconfig -p of MarshalKeepingStrings' cache: %s", diffLines(out, w))
+	}
 }
 
 // TestAddHWCapsMatchesLdconfig merges glibc-hwcaps entries and a folder
@@ -146,6 +171,7 @@ func TestAddHWCapsMatchesLdconfig(t *testing.T) {
 		}
 		t.Fatalf("Add+Marshal differs from ldconfig's cache: %s\n%s", firstDiff(got, want), diffLines(render(gotCache, "x"), render(wantCache, "x")))
 	}
+	checkKeepingStrings(t, c, wantCache)
 }
 
 // TestMergedCacheLoads writes a merged cache into a root that holds glibc
@@ -220,19 +246,39 @@ func TestMergedCacheLoads(t *testing.T) {
 	}
 
 	cachePath := filepath.Join(root, "etc/ld.so.cache")
-	c, _ := mustParseFile(t, cachePath)
-	c.Add(
-		Entry{Flags: x8664, Key: "libfoo.so.1", Value: "/opt/gpu/lib/libfoo.so.1"},
-		Entry{Flags: x8664, Key: "libgpu.so.1", Value: "/opt/gpu/lib/libgpu.so.1"},
-	)
-	data, err := c.Marshal()
+	imageCache, err := os.ReadFile(cachePath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := atomicfile.WriteFile(cachePath, data, 0o644); err != nil {
-		t.Fatal(err)
+	for _, marshal := range []struct {
+		name string
+		f    func(*Cache) ([]byte, error)
+	}{{"Marshal", (*Cache).Marshal}, {"MarshalKeepingStrings", (*Cache).MarshalKeepingStrings}} {
+		t.Run(marshal.name, func(t *testing.T) {
+			c, err := Parse(imageCache)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Add(
+				Entry{Flags: x8664, Key: "libfoo.so.1", Value: "/opt/gpu/lib/libfoo.so.1"},
+				Entry{Flags: x8664, Key: "libgpu.so.1", Value: "/opt/gpu/lib/libgpu.so.1"},
+			)
+			data, err := marshal.f(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := atomicfile.WriteFile(cachePath, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			checkMerged(t, c, cachePath, chroot, programs)
+		})
 	}
+}
 
+// checkMerged checks that the programs load the driver's libraries
+// through the merged cache at cachePath, which ldconfig -p lists as c.
+func checkMerged(t *testing.T, c *Cache, cachePath string, chroot func(...string) (string, error), programs []struct{ prog, before, after string }) {
+	t.Helper()
 	for _, p := range programs {
 		out, err := chroot(p.prog)
 		if err != nil || out != p.after {
