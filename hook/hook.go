@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
 // Env is what an operation runs with: the OCI state on Stdin (read on
@@ -65,9 +67,20 @@ func (e *Env) ContainerRoot() (string, error) {
 // config.json: the root path and, for a container with a user namespace,
 // the host IDs of its root.
 func (e *Env) Container() (Container, error) {
+	// Through package jsonobj, which splits members without reflection:
+	// encoding/json's first decode into a struct costs 70 to 100 us of
+	// type tables, twice, at every container start.
 	if e.state == nil {
+		data, err := readState(e.Stdin, maxStateSize)
+		if err != nil {
+			return Container{}, fmt.Errorf("reading the OCI state on stdin: %w", err)
+		}
+		o, err := jsonobj.Parse(data, "", jsonobj.Fold)
+		if err != nil {
+			return Container{}, fmt.Errorf("reading the OCI state on stdin: %w", err)
+		}
 		var s state
-		if err := json.NewDecoder(io.LimitReader(e.Stdin, 1<<20)).Decode(&s); err != nil {
+		if s.Bundle, _, err = o.String("bundle"); err != nil {
 			return Container{}, fmt.Errorf("reading the OCI state on stdin: %w", err)
 		}
 		if s.Bundle == "" {
@@ -79,32 +92,83 @@ func (e *Env) Container() (Container, error) {
 	if err != nil {
 		return Container{}, fmt.Errorf("bundle: %w", err)
 	}
-	var cfg struct {
-		Root struct {
-			Path string `json:"path"`
-		} `json:"root"`
-		Linux struct {
-			UIDMappings []idMapping `json:"uidMappings"`
-			GIDMappings []idMapping `json:"gidMappings"`
-		} `json:"linux"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&cfg); err != nil {
+	c, err := containerOf(data)
+	if err != nil {
 		return Container{}, fmt.Errorf("bundle %s/config.json: %w", e.state.Bundle, err)
 	}
-	if cfg.Root.Path == "" {
+	if c.Root == "" {
 		return Container{}, fmt.Errorf("bundle %s/config.json has no root.path", e.state.Bundle)
-	}
-	c := Container{Root: cfg.Root.Path}
-	// runc and crun run createContainer hooks inside the container's user
-	// namespace, as its root: what the hook creates is then the
-	// container's already, and the host IDs do not exist there.
-	if (len(cfg.Linux.UIDMappings) > 0 || len(cfg.Linux.GIDMappings) > 0) && inInitialUserNS() {
-		c.UID, c.GID = hostRoot(cfg.Linux.UIDMappings), hostRoot(cfg.Linux.GIDMappings)
 	}
 	if !filepath.IsAbs(c.Root) {
 		c.Root = filepath.Join(e.state.Bundle, c.Root)
 	}
 	return c, nil
+}
+
+// containerOf reads a config.json's root.path and, for a container with a
+// user namespace, the host IDs of its root.
+func containerOf(data []byte) (Container, error) {
+	var c Container
+	cfg, err := jsonobj.Parse(data, "", jsonobj.Fold)
+	if err != nil {
+		return c, err
+	}
+	root, err := cfg.Object("root", jsonobj.Fold)
+	if err != nil {
+		return c, err
+	}
+	if c.Root, _, err = root.String("path"); err != nil {
+		return c, err
+	}
+	linux, err := cfg.Object("linux", jsonobj.Fold)
+	if err != nil {
+		return c, err
+	}
+	var uids, gids []idMapping
+	for key, dst := range map[string]*[]idMapping{"uidMappings": &uids, "gidMappings": &gids} {
+		if raw, ok := linux.Get(key); ok {
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return c, fmt.Errorf("%s: %w", linux.MemberPath(key), err)
+			}
+		}
+	}
+	// runc and crun run createContainer hooks inside the container's user
+	// namespace, as its root: what the hook creates is then the
+	// container's already, and the host IDs do not exist there.
+	if (len(uids) > 0 || len(gids) > 0) && inInitialUserNS() {
+		c.UID, c.GID = hostRoot(uids), hostRoot(gids)
+	}
+	return c, nil
+}
+
+// maxStateSize bounds the OCI state read on stdin: a few hundred bytes,
+// more with annotations.
+const maxStateSize = 1 << 20
+
+// readState reads the OCI state from r: up to the end of its one JSON
+// object, or of r, at most limit bytes. It does not wait for the end of
+// r once the object is whole: the runtime may keep the pipe open.
+func readState(r io.Reader, limit int) ([]byte, error) {
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= limit {
+				return nil, fmt.Errorf("more than %d bytes", limit)
+			}
+			buf = slices.Grow(buf, min(len(buf), limit-len(buf)))
+		}
+		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
+		buf = buf[:len(buf)+n]
+		if t := bytes.TrimRight(buf, " \t\r\n"); n > 0 && len(t) > 0 && t[len(t)-1] == '}' && json.Valid(t) {
+			return t, nil
+		}
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // maxConfigSize bounds the bundle's config.json the hook reads: the

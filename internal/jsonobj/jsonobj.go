@@ -236,6 +236,24 @@ func (o *Object) Get(key string) (json.RawMessage, bool) {
 	return o.members[n].Value, true
 }
 
+// String returns member key, a JSON string, decoded as encoding/json
+// decodes it: ok is false when the member is absent or null, and another
+// kind of value is an error naming the member.
+func (o *Object) String(key string) (s string, ok bool, err error) {
+	raw, ok := o.Get(key)
+	if !ok || string(raw) == "null" {
+		return "", false, nil
+	}
+	if len(raw) == 0 || raw[0] != '"' {
+		kind := "nothing"
+		if len(raw) > 0 {
+			kind = kindOf(raw[0])
+		}
+		return "", false, &json.UnmarshalTypeError{Value: kind, Type: reflect.TypeFor[string](), Field: o.MemberPath(key)}
+	}
+	return decodeKey(raw), true, nil
+}
+
 // Object parses member key as an object of the given match: nil when the
 // member is absent or null.
 func (o *Object) Object(key string, m Match) (*Object, error) {

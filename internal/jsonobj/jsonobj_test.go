@@ -147,6 +147,32 @@ func TestObjectMember(t *testing.T) {
 	}
 }
 
+func TestString(t *testing.T) {
+	o, err := Parse([]byte(`{"plain":"a/b","escaped":"caf\u00e9 \"x\" \/","null":null,"num":3,"Folded":"f"}`), "doc", Fold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key, want string
+		ok, err   bool
+	}{
+		{"plain", "a/b", true, false},
+		{"escaped", `café "x" /`, true, false},
+		{"folded", "f", true, false},
+		{"null", "", false, false},
+		{"absent", "", false, false},
+		{"num", "", false, true},
+	} {
+		s, ok, err := o.String(tc.key)
+		if s != tc.want || ok != tc.ok || (err != nil) != tc.err {
+			t.Errorf("String(%q) = %q, %v, %v; want %q, %v, error %v", tc.key, s, ok, err, tc.want, tc.ok, tc.err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "doc."+tc.key) {
+			t.Errorf("String(%q) error %q does not name doc.%s", tc.key, err, tc.key)
+		}
+	}
+}
+
 func TestCheckKeys(t *testing.T) {
 	tests := []struct {
 		doc, path string
