@@ -16,24 +16,32 @@ import (
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
+// imageDir is a folder of the image files are read from: an *os.Root or
+// a dirFD.
+type imageDir interface {
+	Lstat(name string) (fs.FileInfo, error)
+	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
+}
+
 var (
 	errNotRegular = errors.New("not a regular file")
 	errTooLarge   = errors.New("over the size limit")
 )
 
-// readImageFile reads name, a path inside root that the image controls.
+// readImageFile reads name, a path inside root that the image controls,
+// shown in messages as shown (its path in the container).
 // A FIFO, a device, a socket or a link as the last component would block,
 // never end, or lead elsewhere: the file is checked before it is opened,
 // opened without following a link or blocking, and checked again on the
 // descriptor (it may have been swapped in between). At most max bytes are
 // read, so a sparse or growing file costs no more than that.
-func readImageFile(root *os.Root, name string, max int64) ([]byte, error) {
+func readImageFile(root imageDir, name, shown string, max int64) ([]byte, error) {
 	check := func(st fs.FileInfo) error {
 		if !st.Mode().IsRegular() {
-			return fmt.Errorf("/%s is %s, %w", name, filekind.Name(st.Mode()), errNotRegular)
+			return fmt.Errorf("%s is %s, %w", shown, filekind.Name(st.Mode()), errNotRegular)
 		}
 		if st.Size() > max {
-			return fmt.Errorf("/%s is %d bytes, %w of %d bytes", name, st.Size(), errTooLarge, max)
+			return fmt.Errorf("%s is %d bytes, %w of %d bytes", shown, st.Size(), errTooLarge, max)
 		}
 		return nil
 	}
@@ -46,7 +54,7 @@ func readImageFile(root *os.Root, name string, max int64) ([]byte, error) {
 	}
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("/%s is a symbolic link, %w", name, errNotRegular)
+		return nil, fmt.Errorf("%s is a symbolic link, %w", shown, errNotRegular)
 	}
 	if err != nil {
 		return nil, err
@@ -68,11 +76,11 @@ func readImageFile(root *os.Root, name string, max int64) ([]byte, error) {
 			return data, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("/%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", shown, err)
 		}
 		if len(data) == cap(data) {
 			if int64(len(data)) > max {
-				return nil, fmt.Errorf("/%s grew while read, %w of %d bytes", name, errTooLarge, max)
+				return nil, fmt.Errorf("%s grew while read, %w of %d bytes", shown, errTooLarge, max)
 			}
 			data = slices.Grow(data, min(int(max)+1-len(data), len(data)))
 		}
@@ -125,7 +133,7 @@ func (c *ldConf) read(root *os.Root, name string, depth int) {
 		c.fail("/etc/ld.so.conf nests includes deeper than %d (/%s)", maxConfDepth, name)
 		return
 	}
-	data, err := readImageFile(root, name, maxConfSize)
+	data, err := readImageFile(root, name, "/"+name, maxConfSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}

@@ -340,7 +340,16 @@ func cacheFlags() int32 {
 // writes it back atomically, inside the root, in the same format: the
 // image is not rescanned, so the cost does not grow with the image.
 func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
-	data, err := readImageFile(s.root, "etc/ld.so.cache", maxCacheSize)
+	// Read and written through the folder: each call on the root opens
+	// etc again, and its files would join the poller.
+	etc, err := s.folder("etc")
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return &noCache{error: fmt.Errorf("/etc: %w", err), missing: true}
+	}
+	if err != nil {
+		return fmt.Errorf("linker cache: /etc: %w", err)
+	}
+	data, err := readImageFile(etc, "ld.so.cache", "/etc/ld.so.cache", maxCacheSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &noCache{error: err, missing: true}
 	}
@@ -373,7 +382,7 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 	// for a file in a root being created, which a crash loses anyway; a
 	// cache cut short by one is refused by Parse at the next start (hooks
 	// run again) and rebuilt by ldconfig, and ignored by the loader.
-	if err := atomicfile.WriteFileIn(s.root, "etc/ld.so.cache", out, 0o644, false); err != nil {
+	if err := atomicfile.WriteFileIn(etc, "ld.so.cache", out, 0o644, false); err != nil {
 		return fmt.Errorf("write /etc/ld.so.cache: %w", err)
 	}
 	return s.chown("etc/ld.so.cache")

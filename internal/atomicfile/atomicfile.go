@@ -45,16 +45,25 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix fun
 // randomSuffix names temporary files.
 func randomSuffix() uint64 { return rand.Uint64() >> 16 }
 
+// Dir is a folder files are written in by names relative to it, which
+// resolve inside it: an *os.Root, or a folder of gpuctk-hook's opened
+// with one openat2.
+type Dir interface {
+	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
+	Remove(name string) error
+	Rename(oldname, newname string) error
+}
+
 // WriteFileIn replaces name, a path inside root, atomically: every step
 // resolves inside root, so a symlink cannot redirect the write out of it,
 // and the rename replaces a symlink at name rather than following it. With
 // sync false the data is not fsynced (see WriteFileNoSync).
-func WriteFileIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool) error {
+func WriteFileIn(root Dir, name string, data []byte, mode os.FileMode, sync bool) error {
 	return writeIn(root, name, data, mode, sync, randomSuffix)
 }
 
 // writeIn is WriteFileIn with the temporary names' suffixes from suffix.
-func writeIn(root *os.Root, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) (err error) {
+func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) (err error) {
 	dir, base := filepath.Split(name)
 	var tmp string
 	var f *os.File
