@@ -26,6 +26,9 @@ type Env struct {
 	// failures there. Runtimes keep a hook's stderr in their log.
 	Debug, Quiet bool
 	state        *state
+	// osRoot walks the container root's folders through os.Root, as on
+	// kernels without openat2 (tests).
+	osRoot bool
 }
 
 // debugf writes a debug line when asked for.

@@ -37,9 +37,16 @@ func bundle(t *testing.T) (string, string) {
 
 func runHook(t *testing.T, bundleDir string, args ...string) (int, string) {
 	t.Helper()
+	return runHookWith(t, false, bundleDir, args...)
+}
+
+// runHookWith is runHook, walking folders through os.Root, as on kernels
+// without openat2, when osRoot is set.
+func runHookWith(t *testing.T, osRoot bool, bundleDir string, args ...string) (int, string) {
+	t.Helper()
 	st, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": bundleDir})
 	var stderr bytes.Buffer
-	code := Main(args, bytes.NewReader(st), &stderr)
+	code := mainEnv(&Env{Stdin: bytes.NewReader(st), Stderr: &stderr, osRoot: osRoot}, args)
 	return code, stderr.String()
 }
 

@@ -83,15 +83,17 @@ func TestSetupHostileLayouts(t *testing.T) {
 		},
 	}
 	for name, plant := range plants {
-		for _, withCache := range []bool{false, true} {
-			t.Run(name+map[bool]string{false: "/no cache", true: "/image cache"}[withCache], func(t *testing.T) {
+		for _, tc := range []struct {
+			withCache, osRoot bool
+		}{{false, false}, {true, false}, {false, true}, {true, true}} {
+			t.Run(name+map[bool]string{false: "/no cache", true: "/image cache"}[tc.withCache]+map[bool]string{false: "", true: "/os.Root"}[tc.osRoot], func(t *testing.T) {
 				b, root := bundle(t)
-				if withCache {
+				if tc.withCache {
 					imageCache(t, root)
 				}
 				plant(root)
 				args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1")
-				code, stderr := runHook(t, b, args...)
+				code, stderr := runHookWith(t, tc.osRoot, b, args...)
 				if code != 0 && strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
 					t.Errorf("failure is more than one line: %q", stderr)
 				}

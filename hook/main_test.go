@@ -25,7 +25,12 @@ func TestMain(m *testing.M) {
 // Main is a test stand-in for cmd/gpuctk-hook's command line, so that the
 // tests here drive the operations with the arguments a spec gives.
 func Main(args []string, stdin io.Reader, stderr io.Writer) int {
-	env := &Env{Stdin: stdin, Stderr: stderr}
+	return mainEnv(&Env{Stdin: stdin, Stderr: stderr}, args)
+}
+
+// mainEnv is Main with the Env given.
+func mainEnv(env *Env, args []string) int {
+	stderr := env.Stderr
 	var err error
 	switch args[0] {
 	case "setup":

@@ -79,7 +79,7 @@ func Setup(e *Env, o SetupOptions) error {
 		return fmt.Errorf("container root: %w", err)
 	}
 	defer root.Close()
-	s := &setup{env: e, root: root, rootFD: rootFD, c: c}
+	s := &setup{env: e, root: root, rootFD: rootFD, c: c, slowFolders: e.osRoot}
 	defer s.close()
 	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.Links {
