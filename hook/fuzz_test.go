@@ -15,8 +15,8 @@ func FuzzState(f *testing.F) {
 	f.Add(`{"ociVersion":"1.0.2","id":"c","status":"creating","pid":1,"bundle":"BUNDLE"}`, `{"root":{"path":"rootfs"}}`)
 	f.Add(`{"bundle":"BUNDLE"}`, `{"root":{"path":"/abs"}}`)
 	f.Add(`{"bundle":""}`, `{}`)
+	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, state, config string) {
-		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "config.json"), []byte(config), 0o644)
 		b, _ := json.Marshal(dir)
 		state = strings.ReplaceAll(state, `"BUNDLE"`, string(b))
