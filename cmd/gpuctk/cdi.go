@@ -16,10 +16,12 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/runtime"
 )
 
 func cdiCommand() *cli.Command {
@@ -57,8 +59,42 @@ func cdiCommand() *cli.Command {
 				},
 				Action: list,
 			},
+			{
+				// gpuctk-runtime's: it does not link the CDI library.
+				Name:   "resolve",
+				Usage:  "print the devices of the spec dirs as the CDI library resolves them, in gpuctk-runtime's cache entry format",
+				Hidden: true,
+				Flags: []cli.Flag{
+					&cli.StringSliceFlag{Name: "spec-dir", Required: true, Usage: "spec dir to read (repeatable)"},
+				},
+				Action: resolveSpecs,
+			},
 		},
 	}
+}
+
+func resolveSpecs(c *cli.Context) error {
+	data, err := resolvedEntry(c.StringSlice("spec-dir"))
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(data)
+	return err
+}
+
+// resolvedEntry is the gpuctk-runtime cache entry of dirs as the CDI
+// library resolves them.
+func resolvedEntry(dirs []string) ([]byte, error) {
+	errs, specs, devices := cdiresolve.Resolve(dirs)
+	es := make([]runtime.EntrySpec, len(specs))
+	for i, s := range specs {
+		es[i] = runtime.EntrySpec(s)
+	}
+	ed := make([]runtime.EntryDevice, len(devices))
+	for i, d := range devices {
+		ed[i] = runtime.EntryDevice(d)
+	}
+	return runtime.Entry(errs, es, ed)
 }
 
 func generate(c *cli.Context) error {

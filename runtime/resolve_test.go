@@ -1,0 +1,40 @@
+package runtime
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/internal/cdiresolve"
+)
+
+// libraryResolver is what `gpuctk cdi resolve` prints, in process.
+func libraryResolver(dirs []string) ([]byte, error) {
+	errs, specs, devices := cdiresolve.Resolve(dirs)
+	es := make([]EntrySpec, len(specs))
+	for i, s := range specs {
+		es[i] = EntrySpec(s)
+	}
+	ed := make([]EntryDevice, len(devices))
+	for i, d := range devices {
+		ed[i] = EntryDevice(d)
+	}
+	return Entry(errs, es, ed)
+}
+
+// TestBinaryLinksNoLibrary keeps the CDI library, and what its package
+// init costs every container start, out of gpuctk-runtime.
+func TestBinaryLinksNoLibrary(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../cmd/gpuctk-runtime").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	banned := []string{"tags.cncf.io/container-device-interface/pkg/cdi", "go.yaml.in/yaml", "gopkg.in/yaml", "regexp", "github.com/fsnotify/fsnotify"}
+	for dep := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		for _, b := range banned {
+			if dep == b || strings.HasPrefix(dep, b+"/") {
+				t.Errorf("gpuctk-runtime links %s", dep)
+			}
+		}
+	}
+}
