@@ -13,12 +13,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 )
 
 // The resolved-device cache keeps container start independent of the size
@@ -31,7 +32,7 @@ import (
 // fingerprint hashes the spec dirs' listings and each spec file's size,
 // times and inode, so any change to a spec makes a new entry; an entry that
 // cannot be read is ignored and the library decides, as without a cache.
-const cacheFormat = "gpuctk-runtime-cache-3"
+const cacheFormat = cdientry.Format
 
 // cacheIndex is what an entry knows of the specs beside the edits: every
 // device, and the specs that failed to load.
@@ -175,8 +176,8 @@ func readCacheFile(r *os.Root, name string) ([]byte, error) {
 // CDI device names hold no tab or newline (the library validates them).
 // The last line tells a whole file from one cut short.
 const (
-	entryHead = cacheFormat + "\n"
-	entryEnd  = "\nend\n"
+	entryHead = cdientry.Head
+	entryEnd  = cdientry.End
 )
 
 // line returns the rest of the line of data that starts with prefix,
@@ -300,63 +301,6 @@ func entryCommon(data []byte, kind string) (edits []*cdispec.ContainerEdits, ok 
 		edits = append(edits, &e)
 	}
 	return edits, true
-}
-
-// EntrySpec is one spec of a cache entry: its kind (vendor/class) and its
-// common edits.
-type EntrySpec struct {
-	Kind  string
-	Edits *cdispec.ContainerEdits
-}
-
-// EntryDevice is one device of a cache entry: its qualified name, the
-// index of its spec, its edits.
-type EntryDevice struct {
-	Name  string
-	Spec  int
-	Edits *cdispec.ContainerEdits
-}
-
-// Entry encodes a cache entry: the specs' load errors, the specs (every
-// spec the library loaded, in its order per vendor), their devices (by
-// name, as the library lists them). `gpuctk cdi resolve` prints one for
-// the specs gpuctk-runtime does not read itself.
-func Entry(errs []string, specs []EntrySpec, devices []EntryDevice) ([]byte, error) {
-	b := bytes.NewBufferString(entryHead)
-	errs = slices.Sorted(slices.Values(errs))
-	for _, msg := range errs {
-		js, _ := json.Marshal(msg)
-		fmt.Fprintf(b, "error\t%s\n", js)
-	}
-	for id, s := range specs {
-		js, err := json.Marshal(s.Edits)
-		if err != nil {
-			return nil, err
-		}
-		if strings.ContainsAny(s.Kind, "\t\n") {
-			return nil, fmt.Errorf("kind %q: not cached", s.Kind)
-		}
-		fmt.Fprintf(b, "spec\t%d\t%s\t%s\n", id, s.Kind, js)
-	}
-	// Devices that share edits (a device's names, its replicas) share
-	// them as one pointer: encoded once.
-	encoded := map[*cdispec.ContainerEdits][]byte{}
-	for _, d := range devices {
-		if strings.ContainsAny(d.Name, "\t\n") {
-			return nil, fmt.Errorf("device name %q: not cached", d.Name)
-		}
-		js, ok := encoded[d.Edits]
-		if !ok {
-			var err error
-			if js, err = json.Marshal(d.Edits); err != nil {
-				return nil, err
-			}
-			encoded[d.Edits] = js
-		}
-		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", d.Name, d.Spec, js)
-	}
-	b.WriteString("end\n")
-	return b.Bytes(), nil
 }
 
 // writeCache stores data as the entry fp, replacing an entry of that name

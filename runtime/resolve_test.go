@@ -9,18 +9,7 @@ import (
 )
 
 // libraryResolver is what `gpuctk cdi resolve` prints, in process.
-func libraryResolver(dirs []string) ([]byte, error) {
-	errs, specs, devices := cdiresolve.Resolve(dirs)
-	es := make([]EntrySpec, len(specs))
-	for i, s := range specs {
-		es[i] = EntrySpec(s)
-	}
-	ed := make([]EntryDevice, len(devices))
-	for i, d := range devices {
-		ed[i] = EntryDevice(d)
-	}
-	return Entry(errs, es, ed)
-}
+var libraryResolver = cdiresolve.Entry
 
 // TestBinaryLinksNoLibrary keeps the CDI library, and what its package
 // init costs every container start, out of gpuctk-runtime.

@@ -22,6 +22,7 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
@@ -397,11 +398,11 @@ func GpuctkEntry(dirs []string) ([]byte, error) {
 	}
 	common, devices := specEntries(s, same)
 	names := slices.Sorted(maps.Keys(devices))
-	list := make([]EntryDevice, len(names))
+	list := make([]cdientry.Device, len(names))
 	for i, name := range names {
-		list[i] = EntryDevice{Name: name, Edits: devices[name]}
+		list[i] = cdientry.Device{Name: name, Edits: devices[name]}
 	}
-	return Entry(nil, []EntrySpec{{Kind: s.Kind, Edits: common}}, list)
+	return cdientry.Encode(nil, []cdientry.Spec{{Kind: s.Kind, Edits: common}}, list)
 }
 
 // capabilityNames lists the capabilities beyond compute and utility.

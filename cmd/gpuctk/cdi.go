@@ -74,27 +74,12 @@ func cdiCommand() *cli.Command {
 }
 
 func resolveSpecs(c *cli.Context) error {
-	data, err := resolvedEntry(c.StringSlice("spec-dir"))
+	data, err := cdiresolve.Entry(c.StringSlice("spec-dir"))
 	if err != nil {
 		return err
 	}
 	_, err = c.App.Writer.Write(data)
 	return err
-}
-
-// resolvedEntry is the gpuctk-runtime cache entry of dirs as the CDI
-// library resolves them.
-func resolvedEntry(dirs []string) ([]byte, error) {
-	errs, specs, devices := cdiresolve.Resolve(dirs)
-	es := make([]runtime.EntrySpec, len(specs))
-	for i, s := range specs {
-		es[i] = runtime.EntrySpec(s)
-	}
-	ed := make([]runtime.EntryDevice, len(devices))
-	for i, d := range devices {
-		ed[i] = runtime.EntryDevice(d)
-	}
-	return runtime.Entry(errs, es, ed)
 }
 
 func generate(c *cli.Context) error {
@@ -158,6 +143,11 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
+	// The first container start after this one is then as fast as any.
+	// Not an error: gpuctk-runtime resolves the spec itself otherwise.
+	if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
+	}
 	return nil
 }
 
