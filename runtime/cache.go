@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -233,21 +232,24 @@ func entryEdits(data []byte, devices []string) (edits *cdispec.ContainerEdits, u
 			continue
 		}
 		id, js, _ := bytes.Cut(rest, []byte("\t"))
-		var d cdispec.ContainerEdits
-		if json.Unmarshal(js, &d) != nil {
+		d, err := decodeEdits(js)
+		if err != nil {
 			return nil, nil, nil, false
 		}
 		if !seen[string(id)] {
 			rest, found := line(data, "spec\t"+string(id)+"\t")
 			_, js, _ := bytes.Cut(rest, []byte("\t")) // after the kind
-			var common cdispec.ContainerEdits
-			if !found || json.Unmarshal(js, &common) != nil {
+			if !found {
 				return nil, nil, nil, false
 			}
-			appendEdits(edits, &common)
+			common, err := decodeEdits(js)
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			appendEdits(edits, common)
 			seen[string(id)] = true
 		}
-		appendEdits(edits, &d)
+		appendEdits(edits, d)
 	}
 	if len(unknown) == 0 {
 		return edits, nil, nil, true
@@ -267,8 +269,9 @@ func entryIndex(data []byte) (*cacheIndex, bool) {
 			name, _, _ := bytes.Cut(rest, []byte("\t"))
 			index.Devices = append(index.Devices, string(name))
 		} else if rest, ok := bytes.CutPrefix(l, []byte("error\t")); ok {
-			var msg string
-			if json.Unmarshal(rest, &msg) != nil {
+			d := &jsonDecoder{data: rest}
+			msg := d.str()
+			if d.err || d.i != len(rest) {
 				return nil, false
 			}
 			index.Errors = append(index.Errors, msg)
@@ -294,11 +297,11 @@ func entryCommon(data []byte, kind string) (edits []*cdispec.ContainerEdits, ok 
 		if string(k) != kind {
 			continue
 		}
-		var e cdispec.ContainerEdits
-		if json.Unmarshal(js, &e) != nil {
+		e, err := decodeEdits(js)
+		if err != nil {
 			return nil, false
 		}
-		edits = append(edits, &e)
+		edits = append(edits, e)
 	}
 	return edits, true
 }
