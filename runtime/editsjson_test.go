@@ -40,9 +40,9 @@ func TestDecodeEdits(t *testing.T) {
 		Env: []string{"A=1", "Q=\"quoted\" \\ <tag> & \u2028 \x01 é 😀", "BAD=\xff\xfe"},
 		DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/x", HostPath: "/h", Type: "c", Major: -1, Minor: 1 << 40,
 			FileMode: &mode, Permissions: "rw", UID: &id, GID: &id}},
-		NetDevices: []*cdispec.LinuxNetDevice{{HostInterfaceName: "eth0", Name: "net0"}},
-		Hooks: []*cdispec.Hook{{HookName: "createContainer", Path: "/bin/h", Args: []string{"h", ""}, Env: []string{"X=1"}, Timeout: &timeout}},
-		Mounts: []*cdispec.Mount{{HostPath: "/a", ContainerPath: "/b", Options: []string{"ro", "nosuid"}, Type: "bind"}},
+		NetDevices:     []*cdispec.LinuxNetDevice{{HostInterfaceName: "eth0", Name: "net0"}},
+		Hooks:          []*cdispec.Hook{{HookName: "createContainer", Path: "/bin/h", Args: []string{"h", ""}, Env: []string{"X=1"}, Timeout: &timeout}},
+		Mounts:         []*cdispec.Mount{{HostPath: "/a", ContainerPath: "/b", Options: []string{"ro", "nosuid"}, Type: "bind"}},
 		IntelRdt:       &cdispec.IntelRdt{ClosID: "c", L3CacheSchema: "L3", MemBwSchema: "MB", Schemata: []string{"s"}, EnableMonitoring: true},
 		AdditionalGIDs: []uint32{0, 4294967295},
 	})
