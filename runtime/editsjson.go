@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -184,15 +185,27 @@ func (d *jsonDecoder) object(member func(key string)) {
 	if d.next('}') {
 		return
 	}
+	// A list while short, a map past that: annotations may hold many.
 	var seen []string
+	var many map[string]bool
 	for !d.err {
 		key := d.str()
-		for _, k := range seen {
-			if k == key {
+		switch {
+		case many != nil:
+			if many[key] {
 				d.fail()
 			}
+			many[key] = true
+		case slices.Contains(seen, key):
+			d.fail()
+		case len(seen) == 16:
+			many = map[string]bool{key: true}
+			for _, k := range seen {
+				many[k] = true
+			}
+		default:
+			seen = append(seen, key)
 		}
-		seen = append(seen, key)
 		if !d.next(':') {
 			d.fail()
 			return
