@@ -303,7 +303,9 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		}
 		replace = true
 	}
-	log.Debugf("device cache: no entry for the spec dirs' current state (%s): resolving them", fp)
+	if root != nil {
+		log.Debugf("device cache: no entry %s for the spec dirs' current state: resolving them", fp)
+	}
 	data, err := r.resolveAll(dirs)
 	if err != nil {
 		return fmt.Errorf("inject %s: %w", req.what(), err)
