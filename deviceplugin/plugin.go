@@ -18,8 +18,10 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/hook"
+	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/runtime"
 )
 
 // State is one resolution of the host under the configuration: the spec
@@ -39,6 +41,10 @@ type State struct {
 	// Notes are what the operator should know of the resolution, logged
 	// when it is applied.
 	Notes []string
+	// Runtime is the [cdi] spec-dirs and [runtime] cache-dir of the
+	// configuration: gpuctk-runtime's cache is filled for each spec
+	// written (runtime.WarmCache).
+	Runtime *config.Config
 }
 
 // Loader reads the configuration and the host and resolves them.
@@ -52,7 +58,7 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 		return nil, err
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
-		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated}
+		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated, Runtime: cfg}
 	devices, _ := driver.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
 	for _, dev := range devices {
 		name := strings.TrimPrefix(dev, driver.DevicePrefix)
@@ -232,6 +238,13 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
 	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
 		return fmt.Errorf("CDI spec %s: %w", spec, err)
+	}
+	if st.Runtime != nil {
+		// The first container start after the change is then as fast as
+		// any; gpuctk-runtime resolves the spec itself otherwise.
+		if _, err := runtime.WarmCache(st.Runtime, spec, cdiresolve.Entry); err != nil {
+			p.log.Warn("gpuctk-runtime's device cache not filled for the new spec", "err", err)
+		}
 	}
 	p.state = st
 	for _, n := range st.Notes {

@@ -3,7 +3,6 @@ package runtime
 import (
 	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -13,13 +12,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 )
 
 // The resolved-device cache keeps container start independent of the size
@@ -32,7 +31,7 @@ import (
 // fingerprint hashes the spec dirs' listings and each spec file's size,
 // times and inode, so any change to a spec makes a new entry; an entry that
 // cannot be read is ignored and the library decides, as without a cache.
-const cacheFormat = "gpuctk-runtime-cache-2"
+const cacheFormat = cdientry.Format
 
 // cacheIndex is what an entry knows of the specs beside the edits: every
 // device, and the specs that failed to load.
@@ -167,17 +166,17 @@ func readCacheFile(r *os.Root, name string) ([]byte, error) {
 // create reads it with one open and one read, and the first create after a
 // spec change writes one file, not one per device (465 files took 10 ms):
 //
-//	gpuctk-runtime-cache-2
+//	gpuctk-runtime-cache-3
 //	error	<JSON string: a spec that failed to load>
-//	spec	<id>	<JSON: the spec's common edits>
+//	spec	<id>	<kind>	<JSON: the spec's common edits>
 //	device	<qualified name>	<spec id>	<JSON: the device's edits>
 //	end
 //
 // CDI device names hold no tab or newline (the library validates them).
 // The last line tells a whole file from one cut short.
 const (
-	entryHead = cacheFormat + "\n"
-	entryEnd  = "\nend\n"
+	entryHead = cdientry.Head
+	entryEnd  = cdientry.End
 )
 
 // line returns the rest of the line of data that starts with prefix,
@@ -199,7 +198,7 @@ func line(data []byte, prefix string) ([]byte, bool) {
 // first device's. unknown lists devices the entry knows not to exist, with
 // the index for the message. ok is false when the entry cannot answer;
 // found says whether there was an entry at all.
-func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok, found bool) {
+func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdispec.ContainerEdits, unknown []string, index *cacheIndex, ok, found bool) {
 	data, err := readCacheFile(r, fp)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, false, false
@@ -211,12 +210,17 @@ func cachedEdits(r *os.Root, fp string, devices []string) (edits *cdi.ContainerE
 	return edits, unknown, index, ok, true
 }
 
+// whole says whether data is an entry of this format, not cut short.
+func whole(data []byte) bool {
+	return bytes.HasPrefix(data, []byte(entryHead)) && bytes.HasSuffix(data, []byte(entryEnd))
+}
+
 // entryEdits is cachedEdits of an entry's content.
-func entryEdits(data []byte, devices []string) (edits *cdi.ContainerEdits, unknown []string, index *cacheIndex, ok bool) {
-	if !bytes.HasPrefix(data, []byte(entryHead)) || !bytes.HasSuffix(data, []byte(entryEnd)) {
+func entryEdits(data []byte, devices []string) (edits *cdispec.ContainerEdits, unknown []string, index *cacheIndex, ok bool) {
+	if !whole(data) {
 		return nil, nil, nil, false
 	}
-	edits = &cdi.ContainerEdits{ContainerEdits: &cdispec.ContainerEdits{}}
+	edits = &cdispec.ContainerEdits{}
 	seen := map[string]bool{}
 	for _, name := range devices {
 		if strings.ContainsAny(name, "\t\n") {
@@ -228,110 +232,78 @@ func entryEdits(data []byte, devices []string) (edits *cdi.ContainerEdits, unkno
 			continue
 		}
 		id, js, _ := bytes.Cut(rest, []byte("\t"))
-		var d cdispec.ContainerEdits
-		if json.Unmarshal(js, &d) != nil {
+		d, err := decodeEdits(js)
+		if err != nil {
 			return nil, nil, nil, false
 		}
 		if !seen[string(id)] {
-			var common cdispec.ContainerEdits
-			js, found := line(data, "spec\t"+string(id)+"\t")
-			if !found || json.Unmarshal(js, &common) != nil {
+			rest, found := line(data, "spec\t"+string(id)+"\t")
+			_, js, _ := bytes.Cut(rest, []byte("\t")) // after the kind
+			if !found {
 				return nil, nil, nil, false
 			}
-			edits.Append(&cdi.ContainerEdits{ContainerEdits: &common})
+			common, err := decodeEdits(js)
+			if err != nil {
+				return nil, nil, nil, false
+			}
+			appendEdits(edits, common)
 			seen[string(id)] = true
 		}
-		edits.Append(&cdi.ContainerEdits{ContainerEdits: &d})
+		appendEdits(edits, d)
 	}
 	if len(unknown) == 0 {
 		return edits, nil, nil, true
 	}
 	// The entry is whole: a device it lacks does not exist. The index is
 	// for the message.
-	index = &cacheIndex{}
+	index, ok = entryIndex(data)
+	return nil, unknown, index, ok
+}
+
+// entryIndex lists the devices of an entry and the specs that failed to
+// load.
+func entryIndex(data []byte) (*cacheIndex, bool) {
+	index := &cacheIndex{}
 	for l := range bytes.SplitSeq(data, []byte("\n")) {
 		if rest, ok := bytes.CutPrefix(l, []byte("device\t")); ok {
 			name, _, _ := bytes.Cut(rest, []byte("\t"))
 			index.Devices = append(index.Devices, string(name))
 		} else if rest, ok := bytes.CutPrefix(l, []byte("error\t")); ok {
-			var msg string
-			if json.Unmarshal(rest, &msg) != nil {
-				return nil, nil, nil, false
+			d := &jsonDecoder{data: rest}
+			msg := d.str()
+			if d.err || d.i != len(rest) {
+				return nil, false
 			}
 			index.Errors = append(index.Errors, msg)
 		}
 	}
-	return nil, unknown, index, true
+	return index, true
 }
 
-// libraryEntry is the entry of what the library resolved.
-func libraryEntry(cache *cdi.Cache) ([]byte, error) {
-	var errs []string
-	for path, e := range cache.GetErrors() {
-		errs = append(errs, fmt.Sprintf("%s: %v", path, errors.Join(e...)))
+// entryCommon returns the common edits of each spec of kind in an entry,
+// in the order the library lists a vendor's specs; ok is false when the
+// entry cannot answer.
+func entryCommon(data []byte, kind string) (edits []*cdispec.ContainerEdits, ok bool) {
+	if !whole(data) {
+		return nil, false
 	}
-	var devices []entryDevice
-	specIDs := map[*cdi.Spec]int{}
-	var commons []*cdispec.ContainerEdits
-	for _, name := range cache.ListDevices() {
-		d := cache.GetDevice(name)
-		if d == nil {
+	for l := range bytes.SplitSeq(data, []byte("\n")) {
+		rest, found := bytes.CutPrefix(l, []byte("spec\t"))
+		if !found {
 			continue
 		}
-		s := d.GetSpec()
-		id, ok := specIDs[s]
-		if !ok {
-			id = len(commons)
-			specIDs[s] = id
-			commons = append(commons, &s.ContainerEdits)
+		_, rest, _ = bytes.Cut(rest, []byte("\t"))
+		k, js, _ := bytes.Cut(rest, []byte("\t"))
+		if string(k) != kind {
+			continue
 		}
-		devices = append(devices, entryDevice{name, id, &d.ContainerEdits})
-	}
-	return entry(errs, commons, devices)
-}
-
-// entryDevice is one device line of an entry.
-type entryDevice struct {
-	name  string
-	spec  int // index of its spec's common edits
-	edits *cdispec.ContainerEdits
-}
-
-// entry writes an entry: the specs' errors, their common edits, their
-// devices, in the order given (by name, as the library lists them).
-func entry(errs []string, commons []*cdispec.ContainerEdits, devices []entryDevice) ([]byte, error) {
-	b := bytes.NewBufferString(entryHead)
-	slices.Sort(errs)
-	for _, msg := range errs {
-		js, _ := json.Marshal(msg)
-		fmt.Fprintf(b, "error\t%s\n", js)
-	}
-	for id, e := range commons {
-		js, err := json.Marshal(e)
+		e, err := decodeEdits(js)
 		if err != nil {
-			return nil, err
+			return nil, false
 		}
-		fmt.Fprintf(b, "spec\t%d\t%s\n", id, js)
+		edits = append(edits, e)
 	}
-	// Devices that share edits (a device's names, its replicas) share
-	// them as one pointer: encoded once.
-	encoded := map[*cdispec.ContainerEdits][]byte{}
-	for _, d := range devices {
-		if strings.ContainsAny(d.name, "\t\n") {
-			return nil, fmt.Errorf("device name %q: not cached", d.name)
-		}
-		js, ok := encoded[d.edits]
-		if !ok {
-			var err error
-			if js, err = json.Marshal(d.edits); err != nil {
-				return nil, err
-			}
-			encoded[d.edits] = js
-		}
-		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", d.name, d.spec, js)
-	}
-	b.WriteString("end\n")
-	return b.Bytes(), nil
+	return edits, true
 }
 
 // writeCache stores data as the entry fp, replacing an entry of that name

@@ -11,7 +11,7 @@ import (
 
 // evilEdits are device edits planted in the cache: they must never reach
 // a container.
-const evilEdits = cacheFormat + "\nspec\t0\t{}\ndevice\tnvidia.com/gpu=mig-0\t0\t" +
+const evilEdits = cacheFormat + "\nspec\t0\tnvidia.com/gpu\t{}\ndevice\tnvidia.com/gpu=mig-0\t0\t" +
 	`{"env":["EVIL=1"],"mounts":[{"hostPath":"/","containerPath":"/host"}]}` + "\nend\n"
 
 // TestHostileCache: whatever is planted at or in the cache folder, create

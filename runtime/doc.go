@@ -19,6 +19,11 @@
 // Resolved devices are cached under [runtime] cache-dir, per state of the
 // spec dirs, so that create reads one file and decodes only the edits of
 // the devices it asks for instead of parsing every spec: see cache.go.
+// gpuctk's own spec is read here (specyaml.go), any other through the CDI
+// library in a `gpuctk cdi resolve` child (resolve.go), and the edits are
+// applied as the library applies them (edits.go): the package does not
+// import the library, whose start-up would cost every create. WarmCache
+// fills the cache for `gpuctk cdi generate` and the device plugin.
 //
 // The command line (configuration, --version) is cmd/gpuctk-runtime's;
 // this package holds the operations.

@@ -77,6 +77,9 @@ func (o *object) decode(key string, dst any) error {
 	if err := jsonobj.CheckKeys(raw, path, match); err != nil {
 		return err
 	}
+	if decodeMember(raw, dst) {
+		return nil
+	}
 	if err := json.Unmarshal(raw, dst); err != nil {
 		return jsonError(raw, prefixField(err, path))
 	}
@@ -234,7 +237,7 @@ func readEditable(doc *object, annotations map[string]string, mounts []specs.Mou
 	}
 	e.before = map[string][]byte{}
 	for _, m := range editableMembers {
-		data, err := json.Marshal(m.field(&e.spec))
+		data, err := marshalMember(m.field(&e.spec))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.path, err)
 		}
@@ -247,7 +250,7 @@ func readEditable(doc *object, annotations map[string]string, mounts []specs.Mou
 // encodes it.
 func (e *editable) bytes() ([]byte, error) {
 	for _, m := range editableMembers {
-		data, err := json.Marshal(m.field(&e.spec))
+		data, err := marshalMember(m.field(&e.spec))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", m.path, err)
 		}

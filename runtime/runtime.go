@@ -17,12 +17,12 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
@@ -34,6 +34,9 @@ type Runtime struct {
 	cfgErr error
 	exec   func(path string, argv, env []string) error
 	env    []string
+	// resolve makes the cache entry of specs gpuctk-runtime does not
+	// read itself.
+	resolve func(dirs []string) ([]byte, error)
 	// level is the log level the environment asks for: "" (runc's
 	// --debug decides), "debug", "info" or "error" (quiet).
 	level string
@@ -65,9 +68,16 @@ func WithExec(f func(path string, argv, env []string) error) Option {
 	return func(r *Runtime) { r.exec = f }
 }
 
+// WithResolver replaces the `gpuctk cdi resolve` child that resolves the
+// specs gpuctk-runtime does not read itself, for tests: the function
+// returns the cache entry (see Entry) of the spec dirs.
+func WithResolver(f func(dirs []string) ([]byte, error)) Option {
+	return func(r *Runtime) { r.resolve = f }
+}
+
 // New returns a Runtime.
 func New(opts ...Option) *Runtime {
-	r := &Runtime{exec: syscall.Exec, env: os.Environ()}
+	r := &Runtime{exec: syscall.Exec, env: os.Environ(), resolve: resolveChild}
 	for _, o := range opts {
 		o(r)
 	}
@@ -257,13 +267,11 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 }
 
 // inject resolves the request and applies the edits: from the resolved-
-// device cache when it can answer, else through the CDI library, whose
-// answer then fills the cache.
+// device cache when it can answer, else from an entry made now (by
+// gpuctkSpec, or by the CDI library in a `gpuctk cdi resolve` child),
+// which then fills the cache.
 func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logger) error {
 	dirs := r.cfg.CDI.SpecDirs
-	if req.commonOnly {
-		return r.injectCommon(spec, req, kind)
-	}
 	var root *os.Root
 	if r.cfg.Runtime.CacheDir != "" {
 		var err error
@@ -274,36 +282,33 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 			defer root.Close()
 		}
 	}
-	var fp string
-	var replace bool
+	var (
+		fp      string
+		replace bool
+		data    []byte
+	)
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		var (
-			edits     *cdi.ContainerEdits
-			unknown   []string
-			index     *cacheIndex
-			ok, found bool
-		)
-		withOptional(req, func(devices []string) []string {
-			edits, unknown, index, ok, found = cachedEdits(root, fp, devices)
-			return unknown
-		})
+		d, err := readCacheFile(root, fp)
 		switch {
-		case ok && len(unknown) > 0:
-			return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
-		case ok:
-			if err := edits.Apply(spec); err != nil {
-				return fmt.Errorf("inject %s: %w", list(req.devices), err)
-			}
-			return nil
+		case err == nil && whole(d):
+			data = d
+		case err == nil || !errors.Is(err, fs.ErrNotExist):
+			replace = true
 		}
-		replace = found
 	}
-	data, err := resolveAll(dirs)
+	if data != nil {
+		if ok, err := applyEntry(spec, data, req, dirs, kind); ok {
+			return err
+		}
+		replace = true
+	}
+	if root != nil {
+		log.Debugf("device cache: no entry %s for the spec dirs' current state: resolving them", fp)
+	}
+	data, err := r.resolveAll(dirs)
 	if err != nil {
-		// No entry can hold what the library resolved: it injects.
-		log.Debugf("device cache: %v", err)
-		return r.injectLibrary(spec, req)
+		return fmt.Errorf("inject %s: %w", req.what(), err)
 	}
 	// Cache what was read only if the specs are what the fingerprint
 	// describes: unchanged while they were read, and not changed so
@@ -314,12 +319,26 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 			writeCache(root, fp, data, replace)
 		}
 	}
-	// The answer comes from the entry, as every later create's will.
+	if ok, err := applyEntry(spec, data, req, dirs, kind); ok {
+		return err
+	}
+	return fmt.Errorf("inject %s: the resolved devices of %s cannot be read", req.what(), strings.Join(dirs, ", "))
+}
+
+// applyEntry applies the edits of the request from an entry; ok is false
+// when the entry cannot answer.
+func applyEntry(spec *specs.Spec, data []byte, req *request, dirs []string, kind string) (ok bool, err error) {
+	if req.commonOnly {
+		commons, ok := entryCommon(data, kind)
+		if !ok {
+			return false, nil
+		}
+		return true, injectCommon(spec, commons, data, req, dirs, kind)
+	}
 	var (
-		edits   *cdi.ContainerEdits
+		edits   *cdispec.ContainerEdits
 		unknown []string
 		index   *cacheIndex
-		ok      bool
 	)
 	withOptional(req, func(devices []string) []string {
 		edits, unknown, index, ok = entryEdits(data, devices)
@@ -327,14 +346,22 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	})
 	switch {
 	case !ok:
-		return r.injectLibrary(spec, req)
+		return false, nil
 	case len(unknown) > 0:
-		return unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
+		return true, unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
 	}
-	if err := edits.Apply(spec); err != nil {
-		return fmt.Errorf("inject %s: %w", list(req.devices), err)
+	if err := applyEdits(spec, edits); err != nil {
+		return true, fmt.Errorf("inject %s: %w", list(req.devices), err)
 	}
-	return nil
+	return true, nil
+}
+
+// what names the request's devices for messages.
+func (req *request) what() string {
+	if req.commonOnly {
+		return "the driver (" + req.source + ")"
+	}
+	return list(req.devices)
 }
 
 // withOptional asks lookup for req's devices and its optional ones, then,
@@ -354,40 +381,30 @@ func withOptional(req *request, lookup func(devices []string) (unknown []string)
 }
 
 // resolveAll reads every device of the spec dirs into a cache entry:
-// gpuctk's own spec alone by gpuctkSpec, anything else by the library.
-func resolveAll(dirs []string) ([]byte, error) {
-	if s, same, err := gpuctkSpec(dirs); err == nil {
-		common, devices := specEntries(s, same)
-		names := slices.Sorted(maps.Keys(devices))
-		list := make([]entryDevice, len(names))
-		for i, name := range names {
-			list[i] = entryDevice{name: name, edits: devices[name]}
-		}
-		return entry(nil, []*cdispec.ContainerEdits{common}, list)
+// gpuctk's own spec alone by gpuctkSpec, anything else by the library,
+// in a child process.
+func (r *Runtime) resolveAll(dirs []string) ([]byte, error) {
+	if data, err := GpuctkEntry(dirs); err == nil {
+		return data, nil
 	}
-	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
-	return libraryEntry(cache)
+	return r.resolve(dirs)
 }
 
-// injectLibrary resolves and applies the request through the library
-// alone.
-func (r *Runtime) injectLibrary(spec *specs.Spec, req *request) error {
-	dirs := r.cfg.CDI.SpecDirs
-	cache, _ := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
-	devices := slices.Clone(req.devices)
-	for _, d := range req.optional {
-		if cache.GetDevice(d) != nil {
-			devices = append(devices, d)
-		}
-	}
-	unresolved, err := cache.InjectDevices(spec, devices...)
-	if len(unresolved) > 0 {
-		return unknownDevices(unresolved, req, dirs, cache.ListDevices(), specErrors(cache))
-	}
+// GpuctkEntry is the cache entry of the spec dirs when they hold one spec
+// alone, in the YAML gpuctk writes (see gpuctkSpec); an error when the
+// library must read them.
+func GpuctkEntry(dirs []string) ([]byte, error) {
+	s, same, err := gpuctkSpec(dirs)
 	if err != nil {
-		return fmt.Errorf("inject %s: %w", list(req.devices), err)
+		return nil, err
 	}
-	return nil
+	common, devices := specEntries(s, same)
+	names := slices.Sorted(maps.Keys(devices))
+	list := make([]cdientry.Device, len(names))
+	for i, name := range names {
+		list[i] = cdientry.Device{Name: name, Edits: devices[name]}
+	}
+	return cdientry.Encode(nil, []cdientry.Spec{{Kind: s.Kind, Edits: common}}, list)
 }
 
 // capabilityNames lists the capabilities beyond compute and utility.
@@ -399,22 +416,21 @@ func capabilityNames() string {
 	return strings.Join(names, ", ")
 }
 
-// injectCommon applies the common edits of the specs of kind alone.
-func (r *Runtime) injectCommon(spec *specs.Spec, req *request, kind string) error {
-	cache, _ := cdi.NewCache(cdi.WithSpecDirs(r.cfg.CDI.SpecDirs...), cdi.WithAutoRefresh(false))
-	found := false
-	for _, s := range cache.GetVendorSpecs(r.cfg.CDI.Vendor) {
-		if s.GetClass() != r.cfg.CDI.Class {
-			continue
+// injectCommon applies the common edits of the specs of kind alone, one
+// spec after the other.
+func injectCommon(spec *specs.Spec, commons []*cdispec.ContainerEdits, data []byte, req *request, dirs []string, kind string) error {
+	for _, e := range commons {
+		if err := applyEdits(spec, e); err != nil {
+			return fmt.Errorf("common edits of a %s spec: %w", kind, err)
 		}
-		if err := s.ApplyEdits(spec); err != nil {
-			return fmt.Errorf("%s: %w", s.GetPath(), err)
-		}
-		found = true
 	}
-	if !found {
+	if len(commons) == 0 {
+		var errs []string
+		if index, ok := entryIndex(data); ok {
+			errs = index.Errors
+		}
 		return fmt.Errorf("%s: no CDI spec in %s is of kind %s%s",
-			req.source, strings.Join(r.cfg.CDI.SpecDirs, ", "), kind, specErrorsNote(specErrors(cache)))
+			req.source, strings.Join(dirs, ", "), kind, specErrorsNote(errs))
 	}
 	return nil
 }
@@ -442,17 +458,6 @@ func unknownDevices(unknown []string, req *request, dirs, have, errs []string) e
 	}
 	return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
 		what, list(unknown), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
-}
-
-// specErrors lists the specs that failed to load: a device they would have
-// provided looks unknown otherwise.
-func specErrors(cache *cdi.Cache) []string {
-	var msgs []string
-	for path, errs := range cache.GetErrors() {
-		msgs = append(msgs, fmt.Sprintf("%s: %v", path, errors.Join(errs...)))
-	}
-	slices.Sort(msgs)
-	return msgs
 }
 
 func specErrorsNote(errs []string) string {

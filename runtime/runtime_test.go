@@ -66,7 +66,7 @@ func newFixture(t testing.TB, edit func(*specs.Spec)) *fixture {
 	cfg.Runtime.Runtimes = []string{filepath.Join(dir, "no-crun"), f.runc}
 	cfg.Runtime.LogFile = f.log
 	cfg.Runtime.CacheDir = filepath.Join(dir, "cache")
-	f.rt = New(WithConfig(cfg), WithExec(func(path string, argv, env []string) error {
+	f.rt = New(WithConfig(cfg), WithResolver(libraryResolver), WithExec(func(path string, argv, env []string) error {
 		if path != f.runc {
 			t.Errorf("exec %s, want %s", path, f.runc)
 		}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
@@ -93,7 +92,7 @@ func validateSpec(s *cdispec.Spec) error {
 	if err := parser.ValidateClassName(class); err != nil {
 		return err
 	}
-	if err := (&cdi.ContainerEdits{ContainerEdits: &s.ContainerEdits}).Validate(); err != nil {
+	if err := validateEdits(&s.ContainerEdits); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -106,7 +105,7 @@ func validateSpec(s *cdispec.Spec) error {
 		if len(e.Env) == 0 && len(e.DeviceNodes) == 0 && len(e.Hooks) == 0 && len(e.Mounts) == 0 {
 			return errNotOurs // empty device edits
 		}
-		if err := (&cdi.ContainerEdits{ContainerEdits: e}).Validate(); err != nil {
+		if err := validateEdits(e); err != nil {
 			return err
 		}
 		if seen[d.Name] {

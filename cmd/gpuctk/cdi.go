@@ -16,10 +16,12 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
+	"github.com/gpuctk/gpuctk/runtime"
 )
 
 func cdiCommand() *cli.Command {
@@ -57,8 +59,27 @@ func cdiCommand() *cli.Command {
 				},
 				Action: list,
 			},
+			{
+				// gpuctk-runtime's: it does not link the CDI library.
+				Name:   "resolve",
+				Usage:  "print the devices of the spec dirs as the CDI library resolves them, in gpuctk-runtime's cache entry format",
+				Hidden: true,
+				Flags: []cli.Flag{
+					&cli.StringSliceFlag{Name: "spec-dir", Required: true, Usage: "spec dir to read (repeatable)"},
+				},
+				Action: resolveSpecs,
+			},
 		},
 	}
+}
+
+func resolveSpecs(c *cli.Context) error {
+	data, err := cdiresolve.Entry(c.StringSlice("spec-dir"))
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(data)
+	return err
 }
 
 func generate(c *cli.Context) error {
@@ -122,6 +143,11 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
+	// The first container start after this one is then as fast as any.
+	// Not an error: gpuctk-runtime resolves the spec itself otherwise.
+	if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
+	}
 	return nil
 }
 

@@ -29,12 +29,13 @@ type runtimeBundle struct {
 type cacheState int
 
 const (
-	warmCache cacheState = iota // filled by earlier runs
-	coldCache                   // emptied before each run: the first create after a spec change
+	warmCache      cacheState = iota // filled by earlier runs
+	coldCache                        // emptied before each run: the first create after a spec change gpuctk did not make
+	generatedCache                   // what gpuctk cdi generate left, run before each create
 )
 
 func (c cacheState) dir(b *runtimeBundle) string {
-	return filepath.Join(b.cacheBase, [...]string{"cache-warm", "cache-cold"}[c])
+	return filepath.Join(b.cacheBase, [...]string{"cache-warm", "cache-cold", "cache-generated"}[c])
 }
 
 // settings writes a gpuctk config for gpuctk-runtime and returns the
@@ -159,6 +160,37 @@ func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 		// The runtime's own work without runc's noise: /bin/true as runc.
 		{name: "/bin/true as runc", prepare: b.prepare(b.requested, warmCache, "/bin/true")},
 		{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, warmCache, runtimeBin), env: warmTrue},
+	}, nil
+}
+
+// generatedJobs are runc create on the injected config and gpuctk-runtime
+// create right after generate (a command line of `gpuctk cdi generate`
+// writing this bundle's spec) rewrote the spec: the first create after a
+// spec change gpuctk made. config is generate's configuration file, made
+// here: the runtime's spec dir and cache, with extra (the sharing).
+func (b *runtimeBundle) generatedJobs(runtimeBin, config, extra string, generate []string) ([]job, error) {
+	env, err := b.settings("runc", generatedCache)
+	if err != nil {
+		return nil, err
+	}
+	data := fmt.Appendf(nil, "[cdi]\nvendor = %q\nspec-dirs = [%q]\n[runtime]\ncache-dir = %q\n%s", b.vendor, b.specDir, generatedCache.dir(b), extra)
+	if err := os.WriteFile(config, data, 0o644); err != nil {
+		return nil, err
+	}
+	// gpuctk-runtime makes its cache folder at its first create; generate
+	// fills only one that exists.
+	if err := os.MkdirAll(generatedCache.dir(b), 0o700); err != nil {
+		return nil, err
+	}
+	create := b.prepare(b.requested, generatedCache, runtimeBin)
+	return []job{
+		{name: "runc, injected config", prepare: b.prepare(b.injected, warmCache, "runc"), cleanup: b.delete},
+		{name: "gpuctk-runtime after gpuctk cdi generate", env: env, cleanup: b.delete, prepare: func() ([][]string, error) {
+			if out, err := exec.Command(generate[0], generate[1:]...).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("gpuctk cdi generate: %v: %s", err, out)
+			}
+			return create()
+		}},
 	}, nil
 }
 
