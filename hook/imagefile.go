@@ -125,10 +125,14 @@ func (c *ldConf) fail(format string, args ...any) {
 }
 
 func (c *ldConf) read(root *os.Root, name string, depth int) {
-	if c.files++; c.files > maxConfFiles {
+	// Counted only when read: the calls still under way when the bound is
+	// reached (each include's other matches) each fail here, reading
+	// nothing.
+	if c.files >= maxConfFiles {
 		c.fail("/etc/ld.so.conf includes more than %d files", maxConfFiles)
 		return
 	}
+	c.files++
 	if depth > maxConfDepth {
 		c.fail("/etc/ld.so.conf nests includes deeper than %d (/%s)", maxConfDepth, name)
 		return
