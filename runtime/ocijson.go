@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"os"
 	"strconv"
-	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
 // marshalMember encodes a member of config.json that CDI edits write,
@@ -94,7 +95,7 @@ func appendStrings(b []byte, v []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsonobj.AppendString(b, s)
 	}
 	return append(b, ']')
 }
@@ -113,12 +114,12 @@ func member(b []byte, first *bool, key string) []byte {
 func appendMount(b []byte, m *specs.Mount) []byte {
 	first := true
 	b = append(b, '{')
-	b = appendString(member(b, &first, "destination"), m.Destination)
+	b = jsonobj.AppendString(member(b, &first, "destination"), m.Destination)
 	if m.Type != "" {
-		b = appendString(member(b, &first, "type"), m.Type)
+		b = jsonobj.AppendString(member(b, &first, "type"), m.Type)
 	}
 	if m.Source != "" {
-		b = appendString(member(b, &first, "source"), m.Source)
+		b = jsonobj.AppendString(member(b, &first, "source"), m.Source)
 	}
 	if len(m.Options) > 0 {
 		b = appendStrings(member(b, &first, "options"), m.Options)
@@ -169,7 +170,7 @@ func appendHooks(b []byte, h *specs.Hooks) []byte {
 			}
 			f := true
 			b = append(b, '{')
-			b = appendString(member(b, &f, "path"), x.Path)
+			b = jsonobj.AppendString(member(b, &f, "path"), x.Path)
 			if len(x.Args) > 0 {
 				b = appendStrings(member(b, &f, "args"), x.Args)
 			}
@@ -189,8 +190,8 @@ func appendHooks(b []byte, h *specs.Hooks) []byte {
 func appendDevice(b []byte, d *specs.LinuxDevice) []byte {
 	first := true
 	b = append(b, '{')
-	b = appendString(member(b, &first, "path"), d.Path)
-	b = appendString(member(b, &first, "type"), d.Type)
+	b = jsonobj.AppendString(member(b, &first, "path"), d.Path)
+	b = jsonobj.AppendString(member(b, &first, "type"), d.Type)
 	b = strconv.AppendInt(member(b, &first, "major"), d.Major, 10)
 	b = strconv.AppendInt(member(b, &first, "minor"), d.Minor, 10)
 	if d.FileMode != nil {
@@ -210,7 +211,7 @@ func appendDeviceCgroup(b []byte, d *specs.LinuxDeviceCgroup) []byte {
 	b = append(b, '{')
 	b = strconv.AppendBool(member(b, &first, "allow"), d.Allow)
 	if d.Type != "" {
-		b = appendString(member(b, &first, "type"), d.Type)
+		b = jsonobj.AppendString(member(b, &first, "type"), d.Type)
 	}
 	if d.Major != nil {
 		b = strconv.AppendInt(member(b, &first, "major"), *d.Major, 10)
@@ -219,62 +220,9 @@ func appendDeviceCgroup(b []byte, d *specs.LinuxDeviceCgroup) []byte {
 		b = strconv.AppendInt(member(b, &first, "minor"), *d.Minor, 10)
 	}
 	if d.Access != "" {
-		b = appendString(member(b, &first, "access"), d.Access)
+		b = jsonobj.AppendString(member(b, &first, "access"), d.Access)
 	}
 	return append(b, '}')
-}
-
-// appendString is encoding/json's string encoding with HTML escaping,
-// its default: quotes, backslashes, control characters, <, > and &
-// escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // decodeMember decodes a member of config.json into dst as json.Unmarshal

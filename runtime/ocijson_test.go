@@ -67,19 +67,6 @@ func TestMarshalMember(t *testing.T) {
 	}
 }
 
-// FuzzAppendString: appendString writes any string as encoding/json does.
-func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "\"<&>\\\x00\u2028\xff\xed\xa0\x80é"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); !bytes.Equal(got, want) {
-			t.Fatalf("%q: appendString %s, encoding/json %s", s, got, want)
-		}
-	})
-}
-
 // FuzzDecodeMember: whatever decodeMember reads, encoding/json reads the
 // same, for each type create reads.
 func FuzzDecodeMember(f *testing.F) {

@@ -334,29 +334,64 @@ func (o *Object) Bytes() []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendString(out, m.Key)
+		out = AppendString(out, m.Key)
 		out = append(out, ':')
 		out = append(out, m.Value...)
 	}
 	return append(out, '}')
 }
 
-// appendString appends key as a JSON string.
-func appendString(out []byte, key string) []byte {
-	plain := true
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
-			plain = false
-			break
+// AppendString appends s as encoding/json encodes a string with HTML escaping,
+// its default: quotes, backslashes, control characters, <, > and &
+// escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func AppendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	if plain {
-		out = append(out, '"')
-		out = append(out, key...)
-		return append(out, '"')
-	}
-	b, _ := json.Marshal(key)
-	return append(out, b...)
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // Indent is Bytes indented as a person would write the file, with a final

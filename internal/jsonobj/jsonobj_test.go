@@ -294,3 +294,16 @@ func deepUnique(data []byte, m Match) bool {
 	}
 	return walk()
 }
+
+// FuzzAppendString: AppendString writes any string as encoding/json does.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "\"<&>\\\x00\u2028\xff\xed\xa0\x80é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("%q: AppendString %s, encoding/json %s", s, got, want)
+		}
+	})
+}
