@@ -332,6 +332,12 @@ func (d *jsonDecoder) str() string {
 		}
 		d.i++
 	}
+	// The slow path takes the run before the first escape as it is only
+	// when it is valid UTF-8; else it reads it again, invalid bytes
+	// becoming U+FFFD as encoding/json has them.
+	if !utf8.Valid(d.data[start:d.i]) {
+		d.i = start
+	}
 	b := append([]byte(nil), d.data[start:d.i]...)
 	for d.i < len(d.data) {
 		c := d.data[d.i]
