@@ -421,7 +421,7 @@ func (b *bench) afterGenerate(device, sharing, vendor, cacheBase string, root *h
 	if err != nil {
 		return err
 	}
-	b.r.timed("Runtime, create, the same, first create after `gpuctk cdi generate` rewrote the spec", "runc create on the config gpuctk-runtime writes", s[0], s[1], 5*time.Millisecond)
+	b.r.timed("Runtime, create, the same, first create after `gpuctk cdi generate` rewrote the spec", "runc create on the config gpuctk-runtime writes, after the same generate", s[0], s[1], 5*time.Millisecond)
 	return nil
 }
 

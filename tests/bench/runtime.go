@@ -182,15 +182,20 @@ func (b *runtimeBundle) generatedJobs(runtimeBin, config, extra string, generate
 	if err := os.MkdirAll(generatedCache.dir(b), 0o700); err != nil {
 		return nil, err
 	}
-	create := b.prepare(b.requested, generatedCache, runtimeBin)
-	return []job{
-		{name: "runc, injected config", prepare: b.prepare(b.injected, warmCache, "runc"), cleanup: b.delete},
-		{name: "gpuctk-runtime after gpuctk cdi generate", env: env, cleanup: b.delete, prepare: func() ([][]string, error) {
+	// Both jobs run generate first, so that what it leaves behind (pages
+	// to write back, caches cooled by its run) weighs on both creates: the
+	// difference is the runtime's alone.
+	afterGenerate := func(prepare func() ([][]string, error)) func() ([][]string, error) {
+		return func() ([][]string, error) {
 			if out, err := exec.Command(generate[0], generate[1:]...).CombinedOutput(); err != nil {
 				return nil, fmt.Errorf("gpuctk cdi generate: %v: %s", err, out)
 			}
-			return create()
-		}},
+			return prepare()
+		}
+	}
+	return []job{
+		{name: "runc, injected config, after gpuctk cdi generate", prepare: afterGenerate(b.prepare(b.injected, warmCache, "runc")), cleanup: b.delete},
+		{name: "gpuctk-runtime after gpuctk cdi generate", env: env, cleanup: b.delete, prepare: afterGenerate(b.prepare(b.requested, generatedCache, runtimeBin))},
 	}, nil
 }
 
