@@ -239,8 +239,8 @@ containerd and CRI-O keep them (/run), and so is the container's root:
 gpuctk-runtime never touches it, and the disk's noise would only blur the
 difference. "Cache emptied": before each run, as after a spec change
 another tool made; "after gpuctk cdi generate": generate rewrites the
-spec before each run (untimed), filling the cache as the refresh unit and
-the device plugin do. Go benchmark rows are the
+spec before each run of the pair, runc's too (untimed), filling the cache
+as the refresh unit and the device plugin do. Go benchmark rows are the
 median of %d runs of -benchtime %s each (cdi/bench_test.go). "gpuctk CPU"
 is the median user+system time of the measured process and the children it
 waited for. Peak memory is the largest max RSS of the runs, from GNU time
