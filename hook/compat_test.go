@@ -158,7 +158,7 @@ func TestCUDACompatMatchesLdconfig(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	mergedP := ldconfigP(t, root)
-	if out, err := exec.Command("ldconfig", "-X", "-r", root, CompatDir, "/usr/lib", libDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(DefaultLdconfig, "-X", "-r", root, CompatDir, "/usr/lib", libDir).CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig: %v %s", err, out)
 	}
 	if want := ldconfigP(t, root); mergedP != want {

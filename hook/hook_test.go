@@ -66,7 +66,7 @@ func TestSetup(t *testing.T) {
 			t.Errorf("%s -> %q, %v; want %q", link, got, err, want)
 		}
 	}
-	out, err := exec.Command("ldconfig", "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+	out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
 		t.Fatalf("ldconfig -p: %v\n%s", err, out)
 	}
@@ -141,7 +141,7 @@ func imageCache(t *testing.T, root string) []byte {
 	lib, aside := filepath.Join(root, libDir, "libcuda.so.580.65.06"), filepath.Join(t.TempDir(), "lib")
 	os.Rename(lib, aside)
 	defer os.Rename(aside, lib)
-	if out, err := exec.Command("ldconfig", "-r", root, "/usr/lib").CombinedOutput(); err != nil {
+	if out, err := exec.Command(DefaultLdconfig, "-r", root, "/usr/lib").CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig: %v %s", err, out)
 	}
 	cache, _ := os.ReadFile(filepath.Join(root, "etc/ld.so.cache"))
@@ -150,7 +150,7 @@ func imageCache(t *testing.T, root string) []byte {
 
 func ldconfigP(t *testing.T, root string) string {
 	t.Helper()
-	out, err := exec.Command("ldconfig", "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+	out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ldconfig -p: %v\n%s", err, out)
 	}
@@ -181,7 +181,7 @@ func TestSetupMergesCache(t *testing.T) {
 	}
 	// The merged cache lists what ldconfig itself would have written.
 	os.Remove(filepath.Join(root, "etc/ld.so.cache"))
-	if out, err := exec.Command("ldconfig", "-r", root, "/usr/lib", libDir).CombinedOutput(); err != nil {
+	if out, err := exec.Command(DefaultLdconfig, "-r", root, "/usr/lib", libDir).CombinedOutput(); err != nil {
 		t.Fatalf("ldconfig: %v %s", err, out)
 	}
 	if byLdconfig := ldconfigP(t, root); byLdconfig != out {

@@ -97,7 +97,7 @@ func TestSetupSkipsAbsent(t *testing.T) {
 					t.Errorf("link %s made; its target is not in the container", l)
 				}
 			}
-			out, err := exec.Command("ldconfig", "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+			out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
 			if err != nil {
 				t.Fatalf("ldconfig -p: %v: %s", err, out)
 			}
