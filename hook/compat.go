@@ -94,16 +94,11 @@ func compareVersions(a, b []uint64) int {
 // read within bounds, a libcuda that is not a regular file is ignored
 // without being opened, and only regular files are read for their SONAME.
 // A nil result means nothing to do; why says why, for --debug.
-func findCompat(rootPath, hostVersion string) (c *compat, why string, err error) {
+func findCompat(rootFD int, hostVersion string) (c *compat, why string, err error) {
 	host, ok := parseVersion(hostVersion)
 	if !ok {
 		return nil, "", fmt.Errorf("--cuda-compat %q: want the host driver's version, such as 580.65.06", hostVersion)
 	}
-	rootFD, err := unix.Open(rootPath, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, "", fmt.Errorf("container root: %w", err)
-	}
-	defer unix.Close(rootFD)
 	dirFD, err := unix.Openat2(rootFD, strings.TrimPrefix(CompatDir, "/"), &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NONBLOCK | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
@@ -238,7 +233,7 @@ func readSONAME(dirFD int, name string) (string, error) {
 // cudaCompat returns the cache entries of the image's compat libraries
 // when they should win over the host driver's (hostVersion), nil when not.
 func (s *setup) cudaCompat(hostVersion string) ([]ldcache.Entry, error) {
-	c, why, err := findCompat(s.c.Root, hostVersion)
+	c, why, err := findCompat(s.rootFD, hostVersion)
 	if err != nil {
 		return nil, err
 	}

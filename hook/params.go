@@ -125,11 +125,7 @@ func (s *setup) protectDeviceNodes(hostPath string) error {
 		s.env.debugf("the container has a user namespace, where device nodes cannot be created: %s left as it is", ParamsPath)
 		return nil
 	}
-	rootFD, err := unix.Open(s.c.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("container root: %w", err)
-	}
-	defer unix.Close(rootFD)
+	rootFD := s.rootFD
 	if proc, err := procMounted(rootFD); err != nil || !proc {
 		why := "/proc in the container root is not a procfs"
 		if err != nil {

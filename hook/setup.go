@@ -265,7 +265,8 @@ func (s *setup) onlyPresent(list []string, dir bool) ([]string, error) {
 type setup struct {
 	env  *Env
 	root *os.Root
-	// rootFD is the root's folder, locked (lockRoot).
+	// rootFD is the root's folder, locked (lockRoot); folders, the
+	// compat folder and /proc are opened from it.
 	rootFD int
 	c      Container
 	// folders are the root's folders opened so far, by path (see folder).
