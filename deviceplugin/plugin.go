@@ -98,7 +98,19 @@ type Plugin struct {
 
 	state   *State
 	servers map[string]*server
+	// pending are the servers the kubelet has not taken yet: a kubelet
+	// starting binds its socket before it listens, and one restarting
+	// may refuse for a while. They are tried again on retry, with a
+	// backoff from retryMin doubling to retryMax.
+	pending map[string]bool
+	retry   *time.Timer
+	wait    time.Duration
 }
+
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = 10 * time.Second
+)
 
 // Option configures a Plugin.
 type Option func(*Plugin)
@@ -138,6 +150,7 @@ func New(load Loader, opts ...Option) *Plugin {
 	p := &Plugin{
 		load: load, kubeletDir: "/var/lib/kubelet/device-plugins", cdiDir: "/var/run/cdi",
 		health: 10 * time.Second, recovery: 10 * time.Minute, log: slog.Default(), servers: map[string]*server{},
+		pending: map[string]bool{},
 	}
 	for _, o := range opts {
 		o(p)
@@ -178,10 +191,18 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(p.health)
 	defer tick.Stop()
+	p.retry = time.NewTimer(0)
+	p.retry.Stop()
+	defer p.retry.Stop()
+	p.wait = retryMin
+	p.scheduleRetry()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-p.retry.C:
+			p.registerPending(ctx)
+			p.scheduleRetry()
 		case err := <-w.Errors:
 			p.log.Warn("file watch", "err", err)
 		case ev := <-w.Events:
@@ -194,9 +215,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 				if err := p.apply(ctx, p.state); err != nil {
 					p.log.Error("registering again", "err", err)
 				}
+				p.wait = retryMin
+				p.scheduleRetry()
 			case p.configPath != "" && filepath.Clean(ev.Name) == filepath.Clean(p.configPath) &&
 				ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename):
 				p.reload(ctx)
+				p.scheduleRetry()
 			}
 		case ev, ok := <-p.xids:
 			if !ok {
@@ -268,9 +292,11 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 		}
 		p.servers[r.Name] = s
 		if err := s.register(ctx, p.kubeletSock()); err != nil {
-			// The kubelet may not be up yet: its socket's creation
-			// registers every server again.
-			p.log.Warn("not registered yet", "err", err)
+			// The kubelet may not be up yet, or not listening yet:
+			// retried with a backoff, and at once when its socket is
+			// made again.
+			p.log.Warn("not registered yet: trying again", "err", err)
+			p.pending[r.Name] = true
 			continue
 		}
 		p.log.Info("registered", "resource", r.Name, "devices", len(r.Devices), "socket", s.socket)
@@ -279,16 +305,48 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 		if !keep[name] {
 			s.stop()
 			delete(p.servers, name)
+			delete(p.pending, name)
 			p.log.Info("resource no longer offered", "resource", name)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// registerPending tries the servers the kubelet has not taken again.
+func (p *Plugin) registerPending(ctx context.Context) {
+	for name := range p.pending {
+		s := p.servers[name]
+		if s == nil {
+			delete(p.pending, name)
+			continue
+		}
+		if err := s.register(ctx, p.kubeletSock()); err != nil {
+			p.log.Debug("not registered yet", "err", err)
+			continue
+		}
+		delete(p.pending, name)
+		p.log.Info("registered", "resource", name, "devices", s.devices(), "socket", s.socket)
+	}
+	if len(p.pending) == 0 {
+		p.wait = retryMin
+	}
+}
+
+// scheduleRetry arms the retry timer while registrations are pending,
+// doubling the wait each time up to retryMax.
+func (p *Plugin) scheduleRetry() {
+	if p.retry == nil || len(p.pending) == 0 {
+		return
+	}
+	p.retry.Reset(p.wait)
+	p.wait = min(2*p.wait, retryMax)
+}
+
 func (p *Plugin) stopAll() {
 	for name, s := range p.servers {
 		s.stop()
 		delete(p.servers, name)
+		delete(p.pending, name)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,11 +211,45 @@ func TestPlugin(t *testing.T) {
 		t.Errorf("after a bad reload: %v", err)
 	}
 
-	// A restarted kubelet (a new kubelet.sock) gets every resource again.
+	// A restarted kubelet (a new kubelet.sock) gets every resource again,
+	// even one that binds its socket well before it listens on it (the
+	// plugin's first tries are refused).
 	k.srv.Stop()
 	os.Remove(filepath.Join(dir, "kubelet.sock"))
-	k2 := startKubelet(t, dir)
+	k2 := startKubeletLate(t, dir, 300*time.Millisecond)
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 6 })
+}
+
+// startKubeletLate binds kubelet.sock in dir and listens on it only after
+// delay, as a starting kubelet can: a connection before is refused.
+func startKubeletLate(t *testing.T, dir string, delay time.Duration) *kubelet {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: filepath.Join(dir, "kubelet.sock")}); err != nil {
+		t.Fatal(err)
+	}
+	k := &kubelet{srv: grpc.NewServer()}
+	pb.RegisterRegistrationServer(k.srv, k)
+	t.Cleanup(k.srv.Stop)
+	f := os.NewFile(uintptr(fd), "kubelet.sock")
+	go func() {
+		time.Sleep(delay)
+		if err := syscall.Listen(fd, 16); err != nil {
+			t.Error(err)
+			return
+		}
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		k.srv.Serve(l)
+	}()
+	return k
 }
 
 func ids(t *testing.T, s pb.DevicePlugin_ListAndWatchClient) []string {

@@ -96,6 +96,13 @@ func (s *server) register(ctx context.Context, kubeletSock string) error {
 	return nil
 }
 
+// devices is how many devices the server advertises.
+func (s *server) devices() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.res.Devices)
+}
+
 // stop ends every stream and removes the socket.
 func (s *server) stop() {
 	s.mu.Lock()
