@@ -285,8 +285,13 @@ func (d *jsonDecoder) number() string {
 	if d.i < len(d.data) && d.data[d.i] == '-' {
 		d.i++
 	}
+	digits := d.i
 	for d.i < len(d.data) && d.data[d.i] >= '0' && d.data[d.i] <= '9' {
 		d.i++
+	}
+	if d.i-digits > 1 && d.data[digits] == '0' {
+		d.fail() // JSON has no leading zeros: 00 and 012 are not numbers
+		return ""
 	}
 	return string(d.data[start:d.i])
 }
