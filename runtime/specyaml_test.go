@@ -22,6 +22,36 @@ func gpuctkSpecs(t testing.TB) []string {
 	return paths
 }
 
+// specCuttings returns small specs cut from a spec gpuctk wrote, each at
+// a line where a list item starts: its first two devices, and its first
+// device with the start of its common edits.
+func specCuttings(spec string) []string {
+	lines := strings.SplitAfter(spec, "\n")
+	var devices []int
+	edits := -1
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "  - name: "):
+			devices = append(devices, i)
+		case l == "containerEdits:\n":
+			edits = i
+		}
+	}
+	var out []string
+	if len(devices) > 2 {
+		out = append(out, strings.Join(lines[:devices[2]], ""))
+	}
+	if len(devices) > 1 && edits > 0 {
+		// Before an item of one of the edits' lists that is not its first.
+		end := min(edits+60, len(lines)-1)
+		for end > edits+2 && !(strings.HasPrefix(lines[end], "    - ") && !strings.HasSuffix(lines[end-1], ":\n")) {
+			end--
+		}
+		out = append(out, strings.Join(lines[:devices[1]], "")+strings.Join(lines[edits:end], ""))
+	}
+	return out
+}
+
 // TestGpuctkYAMLAsLibrary: the specs gpuctk writes read the same through
 // parseGpuctkYAML as through the CDI library, and pass its checks.
 func TestGpuctkYAMLAsLibrary(t *testing.T) {
@@ -127,9 +157,14 @@ func TestGpuctkSpecCreate(t *testing.T) {
 // FuzzGpuctkYAML: whatever parseGpuctkYAML takes, the library reads the
 // same.
 func FuzzGpuctkYAML(f *testing.F) {
+	// Cuttings of the golden specs, not the specs: at 30 to 90 KB each the
+	// fuzzer ran a dozen inputs a minute. TestGpuctkYAMLAsLibrary reads
+	// them whole.
 	for _, path := range gpuctkSpecs(f) {
 		data, _ := os.ReadFile(path)
-		f.Add(data)
+		for _, seed := range specCuttings(string(data)) {
+			f.Add([]byte(seed))
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, _, err := parseGpuctkYAML(data)
@@ -144,4 +179,32 @@ func FuzzGpuctkYAML(f *testing.F) {
 			t.Fatalf("parseGpuctkYAML differs from the library:\n%+v\nwant\n%+v\ninput %q", got, want, data)
 		}
 	})
+}
+
+// TestSpecCuttings: the fuzz seeds cut from the golden specs are specs
+// both parsers take, so the fuzzer starts from inputs that get past the
+// first error.
+func TestSpecCuttings(t *testing.T) {
+	for _, path := range gpuctkSpecs(t) {
+		data, _ := os.ReadFile(path)
+		cuts := specCuttings(string(data))
+		if len(cuts) != 2 {
+			t.Errorf("%s: %d cuttings, want 2", path, len(cuts))
+		}
+		for i, c := range cuts {
+			got, _, err := parseGpuctkYAML([]byte(c))
+			if err != nil {
+				t.Errorf("%s cutting %d: %v\n%s", path, i, err, c)
+				continue
+			}
+			want, err := cdi.ParseSpec([]byte(c))
+			if err != nil {
+				t.Errorf("%s cutting %d: the library refuses it: %v", path, i, err)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s cutting %d: parseGpuctkYAML differs from the library", path, i)
+			}
+		}
+	}
 }
