@@ -32,6 +32,15 @@ var (
 	doubleErr  error
 )
 
+// TestMain removes the double's folder after the run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if doublePath != "" {
+		os.RemoveAll(filepath.Dir(doublePath))
+	}
+	os.Exit(code)
+}
+
 // double builds tests/mpsdouble once per test run.
 func double(t *testing.T) string {
 	t.Helper()

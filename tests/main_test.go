@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if fakeNVML != "" {
+		os.RemoveAll(filepath.Dir(fakeNVML))
+	}
 	os.Exit(code)
 }
 

@@ -9,6 +9,7 @@
 package fakehost
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -39,34 +40,81 @@ var Binaries = []string{"nvidia-smi", "nvidia-cuda-mps-control", "nvidia-cuda-mp
 var (
 	buildMu sync.Mutex
 	built   = map[string]string{} // soname -> built object
-	objDir  string
+)
+
+// objectSource is the C source of every fake library; objectVersion names
+// the build, so a change to either builds the objects again.
+const (
+	objectSource  = "int gpuctk_fake_symbol(void) { return 42; }\n"
+	objectVersion = "v1"
 )
 
 // SharedObject returns the path of an ELF shared object with the given
-// SONAME, built once per process with gcc.
+// SONAME, built with gcc once and kept in the module's .cache/fakehost
+// (the user's cache folder outside a checkout): a folder per process
+// under /tmp was left behind by every test binary and fuzz worker.
 func SharedObject(soname string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	if p, ok := built[soname]; ok {
 		return p, nil
 	}
-	if objDir == "" {
-		d, err := os.MkdirTemp("", "fakehost-so-")
-		if err != nil {
-			return "", err
-		}
-		objDir = d
-	}
-	src := filepath.Join(objDir, "empty.c")
-	if err := os.WriteFile(src, []byte("int gpuctk_fake_symbol(void) { return 42; }\n"), 0o644); err != nil {
+	dir, err := objectDir()
+	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(objDir, soname)
-	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,"+soname, "-o", out, src).CombinedOutput(); err != nil {
+	out := filepath.Join(dir, soname+"."+objectVersion)
+	if _, err := os.Stat(out); err == nil {
+		built[soname] = out
+		return out, nil
+	}
+	// Built under a unique name and renamed: test binaries of several
+	// packages build the same object at once.
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	src, obj := filepath.Join(tmp, "fake.c"), filepath.Join(tmp, soname)
+	if err := os.WriteFile(src, []byte(objectSource), 0o644); err != nil {
+		return "", err
+	}
+	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,"+soname, "-o", obj, src).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("gcc (needed to build fake driver libraries): %v: %s", err, b)
+	}
+	if err := os.Rename(obj, out); err != nil {
+		return "", err
 	}
 	built[soname] = out
 	return out, nil
+}
+
+// objectDir is .cache/fakehost in the checkout the tests run from (found
+// from the working folder up), else gpuctk-fakehost in the user's cache.
+func objectDir() (string, error) {
+	dir := ""
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(data, []byte("module github.com/gpuctk/gpuctk\n")) {
+				dir = filepath.Join(d, ".cache", "fakehost")
+				break
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	if dir == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("no folder to keep fake libraries in: %w", err)
+		}
+		dir = filepath.Join(c, "gpuctk-fakehost")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("fake libraries: %w", err)
+	}
+	return dir, nil
 }
 
 // installObject writes a shared object with the given SONAME at dst.
