@@ -156,10 +156,17 @@ func TestSetupHostileFiles(t *testing.T) {
 		{name: "FIFO named libx.so.1 in a library folder", plant: func(t *testing.T, r string) {
 			mkfifo(t, filepath.Join(r, libDir, "libx.so.1"))
 		}},
-		{name: "link to a FIFO in a library folder", plant: func(t *testing.T, r string) {
+		{name: "link to a FIFO in a library folder ld.so.conf names", plant: func(t *testing.T, r string) {
 			mkfifo(t, filepath.Join(r, libDir, "fifo"))
 			os.Symlink("fifo", filepath.Join(r, libDir, "libx.so.1"))
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte(libDir+"\n"), 0o644)
 		}, want: "killed after 2s", fails: true, timeout: true},
+		// With no cache and no ld.so.conf, the hook writes the cache
+		// itself: ldconfig, and the FIFO, are never reached.
+		{name: "link to a FIFO in a library folder, no ld.so.conf", plant: func(t *testing.T, r string) {
+			mkfifo(t, filepath.Join(r, libDir, "fifo"))
+			os.Symlink("fifo", filepath.Join(r, libDir, "libx.so.1"))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, root := bundle(t)

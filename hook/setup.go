@@ -350,19 +350,28 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 	if err != nil {
 		return fmt.Errorf("linker cache: /etc: %w", err)
 	}
+	// What ldconfig -p says of a cache the hook writes from nothing.
+	c := &ldcache.Cache{Generator: "gpuctk-hook"}
 	data, err := readImageFile(etc, "ld.so.cache", "/etc/ld.so.cache", maxCacheSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &noCache{error: err, missing: true}
-	}
-	if errors.Is(err, errNotRegular) || errors.Is(err, errTooLarge) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// An image with no cache and no library folders of its own
+		// (busybox, static programs) gets a cache of the driver's
+		// libraries alone: ldconfig would add nothing the loader does
+		// not find in its default folders anyway, at a millisecond or
+		// more. Folders named in ld.so.conf are ldconfig's to scan.
+		if conf := readLdConf(s.root); conf.Problem != "" || len(conf.Folders) > 0 {
+			return &noCache{error: err, missing: true}
+		}
+		s.env.debugf("no linker cache and no ld.so.conf folders in the image: writing one of the driver's libraries")
+	case errors.Is(err, errNotRegular) || errors.Is(err, errTooLarge):
 		return &noCache{error: err}
-	}
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("linker cache: %w", err)
-	}
-	c, err := ldcache.Parse(data)
-	if err != nil {
-		return &noCache{error: fmt.Errorf("/etc/ld.so.cache: %w", err)}
+	default:
+		if c, err = ldcache.Parse(data); err != nil {
+			return &noCache{error: fmt.Errorf("/etc/ld.so.cache: %w", err)}
+		}
 	}
 	// The first entries win over later ones of the same SONAME: Add keeps
 	// their order, and the loader takes the first it finds.

@@ -250,12 +250,20 @@ func TestMergedCacheLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The hook also starts from an empty cache, for an image that has none
+	// and no ld.so.conf folders: libc, which it does not list, must still
+	// be found in the loader's default folders.
 	for _, marshal := range []struct {
-		name string
-		f    func(*Cache) ([]byte, error)
-	}{{"Marshal", (*Cache).Marshal}, {"MarshalKeepingStrings", (*Cache).MarshalKeepingStrings}} {
+		name  string
+		f     func(*Cache) ([]byte, error)
+		empty bool
+	}{{"Marshal", (*Cache).Marshal, false}, {"MarshalKeepingStrings", (*Cache).MarshalKeepingStrings, false},
+		{"empty cache, Marshal", (*Cache).Marshal, true}, {"empty cache, MarshalKeepingStrings", (*Cache).MarshalKeepingStrings, true}} {
 		t.Run(marshal.name, func(t *testing.T) {
 			c, err := Parse(imageCache)
+			if marshal.empty {
+				c = &Cache{Generator: "gpuctk-hook"}
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
