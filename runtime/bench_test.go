@@ -91,3 +91,27 @@ func BenchmarkCreate(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGpuctkEntry resolves every device of a golden spec into a
+// cache entry: what the first create after a spec change another tool
+// made costs gpuctk-runtime.
+func BenchmarkGpuctkEntry(b *testing.B) {
+	for _, name := range []string{"h100.yaml", "dgx-h100-mig.yaml"} {
+		dir := b.TempDir()
+		data, err := os.ReadFile(filepath.Join("../cdi/testdata", name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "nvidia.yaml"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := GpuctkEntry([]string{dir}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -22,6 +22,16 @@ import (
 func decodeEdits(data []byte) (*cdispec.ContainerEdits, error) {
 	d := &jsonDecoder{data: data}
 	var e cdispec.ContainerEdits
+	d.edits(&e)
+	d.space()
+	if d.err || d.i != len(d.data) {
+		return nil, errNotEdits
+	}
+	return &e, nil
+}
+
+// edits reads a ContainerEdits object into e.
+func (d *jsonDecoder) edits(e *cdispec.ContainerEdits) {
 	d.object(func(key string) {
 		switch key {
 		case "env":
@@ -139,11 +149,59 @@ func decodeEdits(data []byte) (*cdispec.ContainerEdits, error) {
 			d.fail()
 		}
 	})
+}
+
+// decodeSpec decodes the JSON of a whole spec as encoding/json would into
+// a cdispec.Spec, refusing what decodeEdits refuses (an unknown member
+// among them, as DisallowUnknownFields does); ok is false then.
+func decodeSpec(data []byte) (s *cdispec.Spec, ok bool) {
+	d := &jsonDecoder{data: data}
+	s = &cdispec.Spec{}
+	d.object(func(key string) {
+		switch key {
+		case "cdiVersion":
+			s.Version = d.str()
+		case "kind":
+			s.Kind = d.str()
+		case "annotations":
+			s.Annotations = d.stringMap()
+		case "devices":
+			s.Devices = jsonList(d, func() (dev cdispec.Device) {
+				d.object(func(key string) {
+					switch key {
+					case "name":
+						dev.Name = d.str()
+					case "annotations":
+						dev.Annotations = d.stringMap()
+					case "containerEdits":
+						d.edits(&dev.ContainerEdits)
+					default:
+						d.fail()
+					}
+				})
+				return dev
+			})
+		case "containerEdits":
+			d.edits(&s.ContainerEdits)
+		default:
+			d.fail()
+		}
+	})
 	d.space()
 	if d.err || d.i != len(d.data) {
-		return nil, errNotEdits
+		return nil, false
 	}
-	return &e, nil
+	return s, true
+}
+
+// stringMap reads an object of strings; null is a nil map.
+func (d *jsonDecoder) stringMap() map[string]string {
+	if d.null() {
+		return nil
+	}
+	m := map[string]string{}
+	d.object(func(key string) { m[key] = d.str() })
+	return m
 }
 
 var errNotEdits = errors.New("not edits as gpuctk-runtime's cache writes them")

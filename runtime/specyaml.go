@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -151,16 +150,16 @@ func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, same map[int]int, err err
 	if err != nil || p.i != len(p.lines) {
 		return nil, nil, errNotOurs
 	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.DisallowUnknownFields()
-	var s cdispec.Spec
-	if err := dec.Decode(&s); err != nil {
+	// Without encoding/json: its reflection, and its type tables built
+	// in each fresh process, took most of a first create's resolving.
+	s, ok := decodeSpec(out)
+	if !ok {
 		return nil, nil, errNotOurs
 	}
 	for i, a := range p.same {
 		s.Devices[i].ContainerEdits = s.Devices[a].ContainerEdits
 	}
-	return &s, p.same, nil
+	return s, p.same, nil
 }
 
 type yamlLine struct {
