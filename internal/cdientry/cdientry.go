@@ -6,13 +6,14 @@
 package cdientry
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
 // Format is an entry's first line; it changes with the format.
@@ -44,21 +45,17 @@ type Device struct {
 // name, as the library lists them). `gpuctk cdi resolve` prints one for
 // the specs gpuctk-runtime does not read itself.
 func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
-	b := bytes.NewBufferString(Head)
+	b := []byte(Head)
 	errs = slices.Sorted(slices.Values(errs))
 	for _, msg := range errs {
-		js, _ := json.Marshal(msg)
-		fmt.Fprintf(b, "error\t%s\n", js)
+		b = append(jsonobj.AppendString(append(b, "error\t"...), msg), '\n')
 	}
 	for id, s := range specs {
-		js, err := json.Marshal(s.Edits)
-		if err != nil {
-			return nil, err
-		}
 		if strings.ContainsAny(s.Kind, "\t\n") {
 			return nil, fmt.Errorf("kind %q: not cached", s.Kind)
 		}
-		fmt.Fprintf(b, "spec\t%d\t%s\t%s\n", id, s.Kind, js)
+		b = append(strconv.AppendInt(append(b, "spec\t"...), int64(id), 10), '\t')
+		b = append(AppendEdits(append(append(b, s.Kind...), '\t'), s.Edits), '\n')
 	}
 	// Devices that share edits (a device's names, its replicas) share
 	// them as one pointer: encoded once.
@@ -69,14 +66,12 @@ func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
 		}
 		js, ok := encoded[d.Edits]
 		if !ok {
-			var err error
-			if js, err = json.Marshal(d.Edits); err != nil {
-				return nil, err
-			}
+			js = AppendEdits(nil, d.Edits)
 			encoded[d.Edits] = js
 		}
-		fmt.Fprintf(b, "device\t%s\t%d\t%s\n", d.Name, d.Spec, js)
+		b = append(append(b, "device\t"...), d.Name...)
+		b = append(strconv.AppendInt(append(b, '\t'), int64(d.Spec), 10), '\t')
+		b = append(append(b, js...), '\n')
 	}
-	b.WriteString("end\n")
-	return b.Bytes(), nil
+	return append(b, "end\n"...), nil
 }
