@@ -20,7 +20,7 @@ func marshalMember(v any) ([]byte, error) {
 	case nil:
 		return []byte("null"), nil
 	case []string:
-		return appendStrings(b, v), nil
+		return jsonobj.AppendStrings(b, v), nil
 	case []uint32:
 		if v == nil {
 			return []byte("null"), nil
@@ -86,20 +86,6 @@ func marshalMember(v any) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-func appendStrings(b []byte, v []string) []byte {
-	if v == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, s := range v {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonobj.AppendString(b, s)
-	}
-	return append(b, ']')
-}
-
 // member appends "key": after the opening brace or a member.
 func member(b []byte, first *bool, key string) []byte {
 	if !*first {
@@ -122,7 +108,7 @@ func appendMount(b []byte, m *specs.Mount) []byte {
 		b = jsonobj.AppendString(member(b, &first, "source"), m.Source)
 	}
 	if len(m.Options) > 0 {
-		b = appendStrings(member(b, &first, "options"), m.Options)
+		b = jsonobj.AppendStrings(member(b, &first, "options"), m.Options)
 	}
 	for _, idm := range []struct {
 		key string
@@ -172,10 +158,10 @@ func appendHooks(b []byte, h *specs.Hooks) []byte {
 			b = append(b, '{')
 			b = jsonobj.AppendString(member(b, &f, "path"), x.Path)
 			if len(x.Args) > 0 {
-				b = appendStrings(member(b, &f, "args"), x.Args)
+				b = jsonobj.AppendStrings(member(b, &f, "args"), x.Args)
 			}
 			if len(x.Env) > 0 {
-				b = appendStrings(member(b, &f, "env"), x.Env)
+				b = jsonobj.AppendStrings(member(b, &f, "env"), x.Env)
 			}
 			if x.Timeout != nil {
 				b = strconv.AppendInt(member(b, &f, "timeout"), int64(*x.Timeout), 10)

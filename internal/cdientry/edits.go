@@ -18,7 +18,7 @@ func AppendEdits(b []byte, e *cdispec.ContainerEdits) []byte {
 	}
 	o := object{b: b}
 	if len(e.Env) > 0 {
-		o.b = appendStrings(o.key("env"), e.Env)
+		o.b = jsonobj.AppendStrings(o.key("env"), e.Env)
 	}
 	if len(e.DeviceNodes) > 0 {
 		o.b = appendList(o.key("deviceNodes"), e.DeviceNodes, appendDeviceNode)
@@ -37,10 +37,10 @@ func AppendEdits(b []byte, e *cdispec.ContainerEdits) []byte {
 			o.b = jsonobj.AppendString(o.key("hookName"), h.HookName)
 			o.b = jsonobj.AppendString(o.key("path"), h.Path)
 			if len(h.Args) > 0 {
-				o.b = appendStrings(o.key("args"), h.Args)
+				o.b = jsonobj.AppendStrings(o.key("args"), h.Args)
 			}
 			if len(h.Env) > 0 {
-				o.b = appendStrings(o.key("env"), h.Env)
+				o.b = jsonobj.AppendStrings(o.key("env"), h.Env)
 			}
 			if h.Timeout != nil {
 				o.b = strconv.AppendInt(o.key("timeout"), int64(*h.Timeout), 10)
@@ -54,7 +54,7 @@ func AppendEdits(b []byte, e *cdispec.ContainerEdits) []byte {
 			o.b = jsonobj.AppendString(o.key("hostPath"), m.HostPath)
 			o.b = jsonobj.AppendString(o.key("containerPath"), m.ContainerPath)
 			if len(m.Options) > 0 {
-				o.b = appendStrings(o.key("options"), m.Options)
+				o.b = jsonobj.AppendStrings(o.key("options"), m.Options)
 			}
 			if m.Type != "" {
 				o.b = jsonobj.AppendString(o.key("type"), m.Type)
@@ -74,7 +74,7 @@ func AppendEdits(b []byte, e *cdispec.ContainerEdits) []byte {
 			o2.b = jsonobj.AppendString(o2.key("memBwSchema"), r.MemBwSchema)
 		}
 		if len(r.Schemata) > 0 {
-			o2.b = appendStrings(o2.key("schemata"), r.Schemata)
+			o2.b = jsonobj.AppendStrings(o2.key("schemata"), r.Schemata)
 		}
 		if r.EnableMonitoring {
 			o2.b = append(o2.key("enableMonitoring"), "true"...)
@@ -145,17 +145,6 @@ func (o *object) end() []byte {
 		return append(o.b, "{}"...)
 	}
 	return append(o.b, '}')
-}
-
-func appendStrings(b []byte, list []string) []byte {
-	b = append(b, '[')
-	for i, s := range list {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonobj.AppendString(b, s)
-	}
-	return append(b, ']')
 }
 
 // appendList appends a list of pointers, a nil one as null.

@@ -341,6 +341,22 @@ func (o *Object) Bytes() []byte {
 	return append(out, '}')
 }
 
+// AppendStrings appends list as encoding/json encodes a []string: nil as
+// null, each string as AppendString writes it.
+func AppendStrings(b []byte, list []string) []byte {
+	if list == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range list {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
 // AppendString appends s as encoding/json encodes a string with HTML escaping,
 // its default: quotes, backslashes, control characters, <, > and &
 // escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
