@@ -230,8 +230,7 @@ func decodeMember(raw []byte, dst any) bool {
 			return true
 		}
 	case *map[string]string:
-		v := map[string]string{}
-		d.object(func(key string) { v[key] = d.str() })
+		v := d.stringMap()
 		if ok() {
 			*dst = v
 			return true
