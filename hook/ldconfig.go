@@ -46,7 +46,7 @@ func (s *setup) updateCache(ldconfig string, folders []string, l Limits) error {
 	// reads them first, within bounds, and where one is unfit gives
 	// ldconfig the folders of the others itself and "/" (always a folder,
 	// which reads as an empty file) as its configuration.
-	if conf := readLdConf(s.root); conf.Problem != "" {
+	if conf := s.ldConf(); conf.Problem != "" {
 		s.warn("%s; ldconfig reads the folders of the other files only", conf.Problem)
 		args = append(append(args, "-f", "/"), conf.Folders...)
 	}

@@ -279,6 +279,18 @@ type setup struct {
 	// made are the links made (or found right) so far, by absolute path:
 	// their targets are in the root, so they are too.
 	made map[string]bool
+	// conf is the image's ld.so.conf once read (see ldConf).
+	conf *ldConf
+}
+
+// ldConf reads the image's ld.so.conf once: the merge looks at it when
+// the image has no cache, and the ldconfig fallback after it.
+func (s *setup) ldConf() ldConf {
+	if s.conf == nil {
+		c := readLdConf(s.root)
+		s.conf = &c
+	}
+	return *s.conf
 }
 
 func (s *setup) warn(format string, args ...any) {
@@ -360,7 +372,7 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 		// libraries alone: ldconfig would add nothing the loader does
 		// not find in its default folders anyway, at a millisecond or
 		// more. Folders named in ld.so.conf are ldconfig's to scan.
-		if conf := readLdConf(s.root); conf.Problem != "" || len(conf.Folders) > 0 {
+		if conf := s.ldConf(); conf.Problem != "" || len(conf.Folders) > 0 {
 			return &noCache{error: err, missing: true}
 		}
 		s.env.debugf("no linker cache and no ld.so.conf folders in the image: writing one of the driver's libraries")
