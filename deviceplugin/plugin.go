@@ -313,13 +313,10 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 }
 
 // registerPending tries the servers the kubelet has not taken again.
+// Every pending name has a server: both are dropped together.
 func (p *Plugin) registerPending(ctx context.Context) {
 	for name := range p.pending {
 		s := p.servers[name]
-		if s == nil {
-			delete(p.pending, name)
-			continue
-		}
 		if err := s.register(ctx, p.kubeletSock()); err != nil {
 			p.log.Debug("not registered yet", "err", err)
 			continue
