@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
@@ -188,10 +190,24 @@ func Check(path string, data, want []byte, h HostFiles) ([]Stale, error) {
 
 	common := c.edits(&got.ContainerEdits, &exp.ContainerEdits)
 	gv, ev := driverVersion(&got.ContainerEdits), driverVersion(&exp.ContainerEdits)
-	if gv != ev {
+	gf, ef := driverFolder(&got.ContainerEdits), driverFolder(&exp.ContainerEdits)
+	switch {
+	case gv != ev:
 		// Every library's name carries the version: one line, not one per file.
 		add(nil, fmt.Sprintf("driver %s in the spec, %s on the host (%d of the driver's files and links differ)", orNone(gv), orNone(ev), len(common)))
-	} else {
+	case gf != ef:
+		// Every file moves in or out of the folder: one line too.
+		var what string
+		switch {
+		case ef == "":
+			what = fmt.Sprintf("driver folder %s in the spec, which no longer holds the driver's files (removed, or a file reinstalled): the host's files are mounted one by one now", gf)
+		case gf == "":
+			what = fmt.Sprintf("driver files mounted one by one in the spec, the host has them in the driver folder %s", ef)
+		default:
+			what = fmt.Sprintf("driver folder %s in the spec, %s on the host (a file reinstalled)", gf, ef)
+		}
+		add(nil, fmt.Sprintf("%s (%d of the driver's files and links differ)", what, len(common)))
+	default:
 		add(nil, common...)
 	}
 
@@ -218,7 +234,7 @@ func Check(path string, data, want []byte, h HostFiles) ([]Stale, error) {
 			note(d.Name, "in the spec, not on the host (a GPU or MIG device removed, its UUID changed, or sharing changed)")
 			continue
 		}
-		if gv != ev && IsCapability(d.Name) {
+		if (gv != ev || gf != ef) && IsCapability(d.Name) {
 			continue // its files carry the version too: the driver line says it
 		}
 		if w := c.edits(&d.ContainerEdits, &e.ContainerEdits); len(w) > 0 {
@@ -272,11 +288,33 @@ func orNone(v string) string {
 // installed as, whose name ends in the driver version.
 var driverLibrary = regexp.MustCompile(`/lib(?:nvidia-ml|cuda)\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$`)
 
-// driverVersion returns the version the edits' driver libraries carry.
+// driverVersion returns the version the edits' driver libraries carry:
+// mounted one by one, or linked into the driver folder by the hook.
 func driverVersion(e *specs.ContainerEdits) string {
 	for _, m := range e.Mounts {
 		if v := driverLibrary.FindStringSubmatch(m.HostPath); v != nil {
 			return v[1]
+		}
+	}
+	for _, h := range e.Hooks {
+		for i := 1; i < len(h.Args); i++ {
+			if h.Args[i-1] != "--driver-file" {
+				continue
+			}
+			if v := driverLibrary.FindStringSubmatch(h.Args[i]); v != nil {
+				return v[1]
+			}
+		}
+	}
+	return ""
+}
+
+// driverFolder returns the driver folder the edits mount (the host
+// folder holding the common sub-folder, see driver.Gather), "" for none.
+func driverFolder(e *specs.ContainerEdits) string {
+	for _, m := range e.Mounts {
+		if m.ContainerPath == path.Join(driver.FolderMounts, driver.CommonGroup) {
+			return filepath.Dir(m.HostPath)
 		}
 	}
 	return ""

@@ -185,10 +185,14 @@ func capabilityDevices(f *driver.Files) []specs.Device {
 // link only when its target is in the container and adds only libraries
 // that are there, so each container gets those of the devices it has.
 func (g *Generator) hookArgs(h *inventory.Host, f *driver.Files, driLinks []string) []string {
-	if len(f.Links) == 0 && len(f.LibDirs) == 0 && len(driLinks) == 0 && g.params == "" {
+	if len(f.Links) == 0 && len(f.LibDirs) == 0 && len(driLinks) == 0 && len(f.Linked) == 0 && g.params == "" {
 		return nil
 	}
 	args := []string{"gpuctk-hook", HookSetup}
+	// First: the links below may lead to them.
+	for _, l := range f.Linked {
+		args = append(args, "--driver-file", l.String())
+	}
 	for _, l := range append(f.Links[:len(f.Links):len(f.Links)], driLinks...) {
 		args = append(args, "--link", l)
 	}

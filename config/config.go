@@ -103,6 +103,12 @@ type CDI struct {
 	// /proc/driver/nvidia/params with a copy saying ModifyDeviceFiles: 0,
 	// so the CUDA driver in a container creates no device nodes.
 	DisableDeviceNodeModification *bool `toml:"disable-device-node-modification"`
+	// DriverFolder has the spec mount the driver's files as one folder of
+	// hard links per capability, made under the driver root, where each
+	// file's usual path becomes a link the hook makes: a container start
+	// then mounts one folder, not two dozen files. Where the folder cannot
+	// be made, the files are mounted one by one as with false.
+	DriverFolder *bool `toml:"driver-folder"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -213,7 +219,7 @@ func (c *Config) setDefaults() {
 	if c.CDI.DeviceNames == nil {
 		c.CDI.DeviceNames = []string{IndexNames, GPUMIGNames, UUIDNames}
 	}
-	for _, b := range []**bool{&c.CDI.CUDACompat, &c.CDI.DisableDeviceNodeModification} {
+	for _, b := range []**bool{&c.CDI.CUDACompat, &c.CDI.DisableDeviceNodeModification, &c.CDI.DriverFolder} {
 		if *b == nil {
 			t := true
 			*b = &t

@@ -24,6 +24,7 @@ var overrides = map[string]func(c *Config, v string){
 	// Boolean flags: the command line has parsed the value already.
 	"cuda-compat":                      func(c *Config, v string) { c.CDI.CUDACompat = boolValue(v) },
 	"disable-device-node-modification": func(c *Config, v string) { c.CDI.DisableDeviceNodeModification = boolValue(v) },
+	"driver-folder":                    func(c *Config, v string) { c.CDI.DriverFolder = boolValue(v) },
 }
 
 // boolValue is a boolean flag's value, which the command line parsed.

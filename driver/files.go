@@ -34,6 +34,9 @@ type Files struct {
 	// library's SONAME to: the SONAME link, or the file when the SONAME is
 	// the file's own name.
 	Libraries []string
+	// Linked are the files Gather moved into folder mounts: the hook
+	// links each one's usual path into its folder.
+	Linked []LinkedFile
 	// Warnings say which files were found but left out, and why (a vendor
 	// JSON file that does not parse, or names a library the driver lacks).
 	Warnings []string

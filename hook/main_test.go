@@ -35,8 +35,8 @@ func mainEnv(env *Env, args []string) int {
 	switch args[0] {
 	case "setup":
 		var f map[string][]string
-		if f, err = flags(env, args[1:], "link", "library", "folder", "ldconfig", "cuda-compat", "nvidia-params", "egl-library"); err == nil {
-			o := SetupOptions{Links: f["link"], Libraries: f["library"], Folders: f["folder"], Limits: testLimits}
+		if f, err = flags(env, args[1:], "driver-file", "link", "library", "folder", "ldconfig", "cuda-compat", "nvidia-params", "egl-library"); err == nil {
+			o := SetupOptions{DriverFiles: f["driver-file"], Links: f["link"], Libraries: f["library"], Folders: f["folder"], Limits: testLimits}
 			if v := f["cuda-compat"]; len(v) > 0 {
 				o.CUDACompat = v[len(v)-1]
 			}

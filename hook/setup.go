@@ -23,6 +23,11 @@ const DefaultLdconfig = "/sbin/ldconfig"
 
 // SetupOptions are the setup subcommand's arguments.
 type SetupOptions struct {
+	// DriverFiles are /FOLDER::/PATH pairs: the driver's file PATH is in
+	// the folder the spec mounts at FOLDER (see driver.Gather), and PATH
+	// becomes a link to FOLDER/PATH, as a mount of the file would have
+	// put it there. Made before Links, which may lead to them.
+	DriverFiles []string
 	// Links are TARGET::/ABSOLUTE/LINK pairs: LINK is made inside the
 	// container root, pointing at TARGET.
 	Links []string
@@ -53,6 +58,11 @@ type SetupOptions struct {
 // Setup makes the driver libraries' links and updates the linker cache of
 // the container that e's OCI state names.
 func Setup(e *Env, o SetupOptions) error {
+	for _, l := range o.DriverFiles {
+		if folder, file, ok := strings.Cut(l, "::"); !ok || !path.IsAbs(folder) || path.Clean(folder) == "/" || !path.IsAbs(file) || path.Clean(file) == "/" {
+			return fmt.Errorf("--driver-file %q: want /FOLDER::/PATH", l)
+		}
+	}
 	for _, l := range o.Links {
 		if target, link, ok := strings.Cut(l, "::"); !ok || target == "" || !path.IsAbs(link) {
 			return fmt.Errorf("--link %q: want TARGET::/ABSOLUTE/LINK", l)
@@ -81,7 +91,13 @@ func Setup(e *Env, o SetupOptions) error {
 	defer root.Close()
 	s := &setup{env: e, root: root, rootFD: rootFD, c: c, slowFolders: e.osRoot}
 	defer s.close()
-	e.debugf("setup of container root %s: %d links, %d libraries, %d folders", c.Root, len(o.Links), len(o.Libraries), len(o.Folders))
+	e.debugf("setup of container root %s: %d driver files, %d links, %d libraries, %d folders", c.Root, len(o.DriverFiles), len(o.Links), len(o.Libraries), len(o.Folders))
+	for _, l := range o.DriverFiles {
+		folder, file, _ := strings.Cut(l, "::")
+		if err := s.driverFile(folder, file); err != nil {
+			return err
+		}
+	}
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
 		if ok, err := s.present(path.Join(path.Dir(link), target), false); !ok || err != nil {
@@ -154,6 +170,66 @@ func Setup(e *Env, o SetupOptions) error {
 	if why != nil && !why.missing {
 		s.warn("%v; rebuilt it with ldconfig", why)
 	}
+	return nil
+}
+
+// driverFile makes file a link to folder+file, the driver's file in the
+// folder mount at folder, when the container has that mount: the spec
+// lists the files of every capability, and each container gets the
+// folders of the capabilities it has. A mount of the file would cover
+// whatever the image has at its path: a file or a link there is replaced
+// (in the container's own layer), a folder fails the hook, as it fails
+// such a mount. The link is absolute: resolved in the container's root,
+// whatever links the image has in the way.
+func (s *setup) driverFile(folder, file string) error {
+	target := path.Join(folder, file)
+	if ok, err := s.present(target, false); !ok || err != nil {
+		if err != nil {
+			return fmt.Errorf("driver file %s: %w", file, err)
+		}
+		s.env.debugf("driver file %s skipped: %s is not in the container", file, folder)
+		return nil
+	}
+	if err := s.mkdirs(path.Dir(file)); err != nil {
+		return fmt.Errorf("driver file %s: %w", file, err)
+	}
+	rel := strings.TrimPrefix(path.Clean(file), "/")
+	dir, base := path.Split(rel)
+	d, err := s.folder(dir)
+	if err != nil {
+		return fmt.Errorf("driver file %s: %w", file, err)
+	}
+	if err := d.Symlink(target, base); errors.Is(err, fs.ErrExist) {
+		st, err := d.Lstat(base)
+		switch {
+		case err != nil:
+			return fmt.Errorf("driver file %s: %w", file, err)
+		case st.IsDir():
+			return fmt.Errorf("driver file %s: the image has a folder there, where the driver's file goes", file)
+		case st.Mode()&fs.ModeSymlink != 0:
+			if cur, err := d.Readlink(base); err == nil && cur == target {
+				break // made by an earlier start of this container
+			}
+			fallthrough
+		default:
+			if err := d.Remove(base); err != nil {
+				return fmt.Errorf("driver file %s: %w", file, err)
+			}
+			if err := d.Symlink(target, base); err != nil {
+				return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
+			}
+		}
+	} else if err != nil {
+		return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
+	}
+	if err := s.chown(rel); err != nil {
+		return err
+	}
+	if s.made == nil {
+		s.made = map[string]bool{}
+	}
+	s.made[path.Clean(file)] = true
+	s.env.debugf("driver file %s -> %s", file, target)
 	return nil
 }
 

@@ -194,6 +194,52 @@ func TestRefreshIfStale(t *testing.T) {
 	if stdout, stderr, code := gpuctkRun(t, env, check...); code != 0 {
 		t.Errorf("check after the second refresh: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
+
+	// The driver folder: the spec mounts it, from under the driver root.
+	store := filepath.Join(root, "var/lib/gpuctk/driver")
+	folders := func() []string {
+		entries, _ := os.ReadDir(store)
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	first2 := folders()
+	data, _ := os.ReadFile(spec)
+	if len(first2) != 1 || !strings.Contains(string(data), `hostPath: "`+filepath.Join(store, first2[0], "common")+`"`) || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/common"`) {
+		t.Fatalf("driver folders %q; the spec does not mount the folder:\n%s", first2, data)
+	}
+	// Removed (someone cleaned /var/lib): check says the spec is stale
+	// and makes nothing; the refresh makes it again.
+	if err := os.RemoveAll(store); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = gpuctkRun(t, env, check...)
+	want = spec + ": common edits: driver folder " + filepath.Join(store, first2[0]) + " in the spec, which no longer holds the driver's files (removed, or a file reinstalled): the host's files are mounted one by one now (11 of the driver's files and links differ)"
+	if code != 1 || strings.TrimSpace(stdout) != want || len(folders()) != 0 {
+		t.Errorf("check with the driver folder gone: exit %d, folders %q, stdout %q; want 1, none made, and %q\n%s", code, folders(), stdout, want, stderr)
+	}
+	if _, stderr, code := gpuctkRun(t, env, refresh...); code != 0 || !slices.Equal(folders(), first2) {
+		t.Errorf("refresh with the driver folder gone: exit %d, folders %q, want %q\n%s", code, folders(), first2, stderr)
+	}
+	// A library reinstalled (a new inode): a new folder, and the old
+	// one, of the same driver version, is kept for running containers.
+	lib := filepath.Join(root, fakehost.LibDir, "libcuda.so."+p.DriverVersion)
+	data, _ = os.ReadFile(lib)
+	if err := os.Remove(lib); err != nil {
+		t.Fatal(err)
+	}
+	write(t, lib, string(data))
+	if stdout, _, code := gpuctkRun(t, env, check...); code != 1 || !strings.HasPrefix(stdout, spec+": common edits: driver folder "+filepath.Join(store, first2[0])+" in the spec, which no longer holds") || strings.Count(stdout, "\n") != 1 {
+		t.Errorf("check after libcuda was reinstalled: exit %d, want 1 and one line on the driver folder:\n%s", code, stdout)
+	}
+	if _, stderr, code := gpuctkRun(t, env, refresh...); code != 0 || len(folders()) != 2 || !slices.Contains(folders(), first2[0]) {
+		t.Errorf("refresh after libcuda was reinstalled: exit %d, folders %q, want the old and a new one\n%s", code, folders(), stderr)
+	}
+	if stdout, stderr, code := gpuctkRun(t, env, check...); code != 0 {
+		t.Errorf("check after the last refresh: exit %d, want 0\n%s%s", code, stdout, stderr)
+	}
 }
 
 // TestInfoFresh checks the line `gpuctk info` gives about the specs: fresh,

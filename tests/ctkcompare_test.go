@@ -97,7 +97,7 @@ func TestCompareNVIDIACtk(t *testing.T) {
 	run(t, "ldconfig", "-r", root)
 	env := []string{fakenvml.EnvVar + "=" + hostFile}
 	ours := filepath.Join(t.TempDir(), "nvidia.json")
-	if _, errs, code := gpuctkRun(t, env, "cdi", "generate", "--driver-root", root, "--output", ours); code != 0 {
+	if _, errs, code := gpuctkRun(t, env, "cdi", "generate", "--driver-root", root, "--driver-folder=false", "--output", ours); code != 0 {
 		t.Fatalf("gpuctk cdi generate: %s", errs)
 	}
 	ctk := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",

@@ -61,7 +61,8 @@ func gccBuild(t *testing.T, dir, name, src string, args ...string) string {
 // gives it, and that they hold: libraries and programs are read-only but
 // executable, a setuid bit on a driver program gives no privilege, the
 // firmware cannot be executed, and the persistenced socket, read-only
-// too, still accepts connections.
+// too, still accepts connections. The same holds of the driver folder
+// (the default: files linked into folder mounts) and of a mount per file.
 func TestMountOptions(t *testing.T) {
 	fakehost.RequireRoot(t, "podman runs rootful containers")
 	driverRoot, _ := fakeDriverRoot(t, "l40s")
@@ -91,80 +92,107 @@ func TestMountOptions(t *testing.T) {
 		}
 	}()
 
-	vendor := uniqueVendor()
-	spec := systemSpecPath(t, vendor)
-	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--driver-root", driverRoot,
-		"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", writeConfig(t, ""))
-	specData, _ := os.ReadFile(spec)
-	if !strings.Contains(string(specData), "/run/nvidia-persistenced/socket") {
-		t.Fatalf("the spec does not mount the persistenced socket:\n%s", specData)
-	}
-
-	// A glibc image: usecuda is linked dynamically, as CUDA programs are.
-	rootfs := filepath.Join(t.TempDir(), "rootfs")
-	if err := fakehost.Rootfs(rootfs, fakehost.WithGlibc); err != nil {
-		t.Fatal(err)
-	}
-	gccBuild(t, filepath.Join(rootfs, "bin"), "uconnect", uconnectSrc, "-static")
 	cuda, err := fakehost.SharedObject("libcuda.so.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gccBuild(t, filepath.Join(rootfs, "bin"), "usecuda", usecudaSrc, cuda)
 
 	const lib = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"
-	fw := "/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin"
-	script := `echo x > ` + lib + ` || true; ` +
-		`/usr/bin/nvidia-smi; /bin/usecuda; /bin/uconnect /run/nvidia-persistenced/socket; ` +
-		fw + ` 2>&1 || true; ` +
-		`grep -E ' (` + lib + `|/usr/bin/nvidia-smi|(/usr)?` + fw + `|/run/nvidia-persistenced/socket) ' /proc/self/mountinfo`
-	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0", "--user", "1000:1000"}, script)
-	if err != nil {
-		t.Fatalf("podman: %v\n%s", err, out)
-	}
-	t.Logf("inside:\n%s", out)
-	for _, want := range []string{
-		"Read-only file system", // the library cannot be written
-		"EUID=1000",             // nosuid: the setuid bit gives nothing
-		"LIBCALL=42",            // the library maps executable
-		"SOCKET=hello",          // connect(2) works on a read-only socket mount
-		"Permission denied",     // the firmware mount is noexec
+	const fw = "/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin"
+	const sockPath = "/run/nvidia-persistenced/socket"
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		// mountOf is the mount point each file is under, and links
+		// whether the hook links it there (from the driver folder).
+		mountOf map[string]string
+		links   bool
+	}{
+		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/common", "/usr/bin/nvidia-smi": "/usr/lib/gpuctk/common", fw: "/usr/lib/gpuctk/common-data", sockPath: sockPath}, true},
+		{"a mount per file", []string{"--driver-folder=false"}, map[string]string{lib: lib, "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: fw, sockPath: sockPath}, false},
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("inside, no %q", want)
-		}
-	}
-	// Each mount's own options (mountinfo's sixth field).
-	for path, want := range map[string][]string{
-		lib:                               {"ro", "nosuid", "nodev"},
-		"/usr/bin/nvidia-smi":             {"ro", "nosuid", "nodev"},
-		fw:                                {"ro", "nosuid", "nodev", "noexec"},
-		"/run/nvidia-persistenced/socket": {"ro", "nosuid", "nodev", "noexec"},
-	} {
-		var opts []string
-		for _, l := range strings.Split(out, "\n") {
-			// /lib is a link to /usr/lib in a merged-/usr image.
-			if f := strings.Fields(l); len(f) > 5 && (f[4] == path || f[4] == "/usr"+path) {
-				opts = strings.Split(f[5], ",")
+		t.Run(tc.name, func(t *testing.T) {
+			// A glibc image, its own: podman --rootfs keeps what the
+			// hook makes. usecuda is linked dynamically, as CUDA
+			// programs are.
+			rootfs := filepath.Join(t.TempDir(), "rootfs")
+			if err := fakehost.Rootfs(rootfs, fakehost.WithGlibc); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if opts == nil {
-			t.Errorf("%s is not mounted", path)
-			continue
-		}
-		has := map[string]bool{}
-		for _, o := range opts {
-			has[o] = true
-		}
-		for _, w := range want {
-			if !has[w] {
-				t.Errorf("%s is mounted %v, without %s", path, opts, w)
+			gccBuild(t, filepath.Join(rootfs, "bin"), "uconnect", uconnectSrc, "-static")
+			gccBuild(t, filepath.Join(rootfs, "bin"), "usecuda", usecudaSrc, cuda)
+			vendor := uniqueVendor()
+			spec := systemSpecPath(t, vendor)
+			run(t, bin("gpuctk"), append([]string{"cdi", "generate", "--simulate", "l40s", "--driver-root", driverRoot,
+				"--vendor", vendor, "--hook-path", bin("gpuctk-hook"), "--output", spec, "--config", writeConfig(t, "")}, tc.flags...)...)
+			specData, _ := os.ReadFile(spec)
+			if !strings.Contains(string(specData), sockPath) {
+				t.Fatalf("the spec does not mount the persistenced socket:\n%s", specData)
 			}
-		}
-		if path == lib || path == "/usr/bin/nvidia-smi" {
-			if has["noexec"] {
-				t.Errorf("%s is mounted noexec: it could not be mapped or run", path)
+			script := `echo x > ` + lib + ` || true; ` +
+				`/usr/bin/nvidia-smi; /bin/usecuda; /bin/uconnect ` + sockPath + `; ` +
+				fw + ` 2>&1 || true; ` +
+				`for f in ` + lib + ` /usr/bin/nvidia-smi ` + fw + `; do echo "LINK $f $(readlink $f)"; done; ` +
+				`grep -E ' (/usr/lib/gpuctk/common(-data)?|` + lib + `|/usr/bin/nvidia-smi|(/usr)?` + fw + `|` + sockPath + `) ' /proc/self/mountinfo`
+			out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0", "--user", "1000:1000"}, script)
+			if err != nil {
+				t.Fatalf("podman: %v\n%s", err, out)
 			}
-		}
+			t.Logf("inside:\n%s", out)
+			for _, want := range []string{
+				"Read-only file system", // the library cannot be written
+				"EUID=1000",             // nosuid: the setuid bit gives nothing
+				"LIBCALL=42",            // the library maps executable
+				"SOCKET=hello",          // connect(2) works on a read-only socket mount
+				"Permission denied",     // the firmware mount is noexec
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("inside, no %q", want)
+				}
+			}
+			for _, f := range []string{lib, "/usr/bin/nvidia-smi", fw} {
+				want := "LINK " + f + " "
+				if tc.links {
+					want += tc.mountOf[f] + f
+				}
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("inside, no %q", want)
+				}
+			}
+			// Each mount's own options (mountinfo's sixth field).
+			for path, want := range map[string][]string{
+				lib:                   {"ro", "nosuid", "nodev"},
+				"/usr/bin/nvidia-smi": {"ro", "nosuid", "nodev"},
+				fw:                    {"ro", "nosuid", "nodev", "noexec"},
+				sockPath:              {"ro", "nosuid", "nodev", "noexec"},
+			} {
+				point := tc.mountOf[path]
+				var opts []string
+				for _, l := range strings.Split(out, "\n") {
+					// /lib is a link to /usr/lib in a merged-/usr image.
+					if f := strings.Fields(l); len(f) > 5 && (f[4] == point || f[4] == "/usr"+point) {
+						opts = strings.Split(f[5], ",")
+					}
+				}
+				if opts == nil {
+					t.Errorf("%s is not mounted (at %s)", path, point)
+					continue
+				}
+				has := map[string]bool{}
+				for _, o := range opts {
+					has[o] = true
+				}
+				for _, w := range want {
+					if !has[w] {
+						t.Errorf("%s is mounted %v, without %s", path, opts, w)
+					}
+				}
+				if path == lib || path == "/usr/bin/nvidia-smi" {
+					if has["noexec"] {
+						t.Errorf("%s is mounted noexec: it could not be mapped or run", path)
+					}
+				}
+			}
+		})
 	}
 }

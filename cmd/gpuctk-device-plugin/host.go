@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +47,7 @@ func flags() []cli.Flag {
 // load reads the configuration and the host, as `gpuctk cdi generate`
 // does, and resolves what to advertise; it runs at start and at every
 // configuration change.
-func load(c *cli.Context) (*deviceplugin.State, error) {
+func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
@@ -78,6 +79,17 @@ func load(c *cli.Context) (*deviceplugin.State, error) {
 		files = driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)
 	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion); err != nil {
 		return nil, err
+	} else if *cfg.CDI.DriverFolder {
+		// As `gpuctk cdi generate` does; a driver upgrade replaces the
+		// kernel module, so an older version's folder serves no container.
+		folder, err := files.Gather(cfg.CDI.DriverRoot, true)
+		if err != nil {
+			log.Info("the driver's files are mounted one by one, not as one folder ([cdi] driver-folder = false stops trying)", "why", err)
+		} else if folder != "" {
+			if err := driver.PruneFolders(cfg.CDI.DriverRoot, folder); err != nil {
+				log.Warn("old driver folders not removed", "err", err)
+			}
+		}
 	}
 	spec, kind, sum, err := cdi.Build(offered, files, cfg, "yaml")
 	if err != nil {

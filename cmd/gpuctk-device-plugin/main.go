@@ -68,6 +68,6 @@ func run(c *cli.Context) error {
 	} else if xids != nil {
 		opts = append(opts, deviceplugin.WithXIDEvents(xids))
 	}
-	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c) }, opts...)
+	p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c, log) }, opts...)
 	return p.Run(ctx)
 }

@@ -19,6 +19,11 @@ call it with the OCI state on stdin.
 Subcommands:
   setup      make the driver libraries' links and add them to the
              container's linker cache
+               --driver-file /FOLDER::/PATH
+                                      the driver's file PATH is in the folder
+                                      mounted at FOLDER: PATH becomes a link
+                                      to FOLDER/PATH, over whatever file the
+                                      image has there (repeatable)
                --link TARGET::/LINK   a link to make (repeatable)
                --library /PATH        a library to add to the cache (repeatable)
                --folder /DIR          a library folder for ldconfig (repeatable)
@@ -133,6 +138,7 @@ var errHelp = errors.New("help requested")
 func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 	return parseFlags(stderr, args, map[string]func(string) error{
 		"link":          func(v string) error { o.Links = append(o.Links, v); return nil },
+		"driver-file":   func(v string) error { o.DriverFiles = append(o.DriverFiles, v); return nil },
 		"library":       func(v string) error { o.Libraries = append(o.Libraries, v); return nil },
 		"folder":        func(v string) error { o.Folders = append(o.Folders, v); return nil },
 		"ldconfig":      func(v string) error { o.Ldconfig = v; return nil },

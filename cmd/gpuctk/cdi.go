@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
@@ -103,7 +104,7 @@ func generate(c *cli.Context) error {
 	if warning != "" {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", warning)
 	}
-	b, err := buildSpec(c, cfg, format)
+	b, err := buildSpec(c, cfg, format, true)
 	if err != nil {
 		return err
 	}
@@ -143,6 +144,12 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
+	// Now that the spec names this folder, those of older drivers go.
+	if b.folder != "" {
+		if err := driver.PruneFolders(cfg.CDI.DriverRoot, b.folder); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v\n", err)
+		}
+	}
 	// The first container start after this one is then as fast as any.
 	// Not an error: gpuctk-runtime resolves the spec itself otherwise.
 	if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
@@ -160,6 +167,7 @@ func specFlags() []cli.Flag {
 		&cli.StringFlag{Name: "class", EnvVars: envVar("class"), Usage: "class of the spec's kind (default: config, gpu)"},
 		&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 		&cli.BoolFlag{Name: "cuda-compat", EnvVars: envVar("cuda-compat"), Usage: "let the hook put an image's newer CUDA forward-compatibility libraries first, where every GPU of the host supports it (default: config [cdi] cuda-compat, true; --cuda-compat=false turns it off)"},
+		&cli.BoolFlag{Name: "driver-folder", EnvVars: envVar("driver-folder"), Usage: "mount the driver's files as one folder of hard links per capability, made under the driver root, the hook linking each file's usual path into it; where it cannot be made, each file is mounted (default: config [cdi] driver-folder, true)"},
 		&cli.BoolFlag{Name: "disable-device-node-modification", EnvVars: envVar("disable-device-node-modification"), Usage: "have the hook give containers a driver params file saying ModifyDeviceFiles: 0, so the CUDA driver in a container creates no device nodes (default: config [cdi] disable-device-node-modification, true)"},
 	)
 }
@@ -175,21 +183,24 @@ type built struct {
 	kind  string
 	sum   cdi.Summary
 	files cdi.HostFiles
+	// folder is the driver folder the spec mounts, "" for none.
+	folder string
 }
 
 // buildSpec resolves the host and builds its spec in format, as generate
-// writes it.
-func buildSpec(c *cli.Context, cfg *config.Config, format string) (*built, error) {
+// writes it; create makes the driver folder where it is missing (see
+// loadFiles).
+func buildSpec(c *cli.Context, cfg *config.Config, format string, create bool) (*built, error) {
 	set, p, err := resolve(c, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return buildFor(c, cfg, set, p, format)
+	return buildFor(c, cfg, set, p, format, create)
 }
 
 // buildFor builds the spec of a resolved host.
-func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile, format string) (*built, error) {
-	files, err := loadFiles(c, cfg, set.Host, p)
+func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile, format string, create bool) (*built, error) {
+	files, folder, err := loadFiles(c, cfg, set.Host, p, create)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +208,7 @@ func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.P
 	if err != nil {
 		return nil, err
 	}
-	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p)}, nil
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder}, nil
 }
 
 // hostFiles says where cdi.Check finds the files a spec names: nowhere for
@@ -273,7 +284,7 @@ func check(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := buildSpec(c, cfg, "yaml")
+	b, err := buildSpec(c, cfg, "yaml", false)
 	if err != nil {
 		return err
 	}

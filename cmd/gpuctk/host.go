@@ -88,19 +88,33 @@ func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *invent
 // loadFiles finds the host's driver files: under the driver root for a
 // real host or when --driver-root or --dev-root is given; from the
 // profile's standard layout for a simulated host without a root.
-func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *inventory.Profile) (*driver.Files, error) {
+//
+// With [cdi] driver-folder, the files go into the driver folder
+// (driver.Gather): made when create is set (generate), used when it is
+// there already otherwise (check, info), so a check never writes.
+func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *inventory.Profile, create bool) (f *driver.Files, folder string, err error) {
 	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
 		debugf(c, "driver files: a standard install of %s (no --driver-root)", h.DriverVersion)
-		return driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), nil
+		return driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), "", nil
 	}
-	f, err := driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
-	if err == nil {
-		debugf(c, "driver files under %s (devices under %s): %d control nodes, %d mounts, %d links", cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), len(f.ControlNodes), len(f.Mounts), len(f.Links))
-		for _, w := range f.Warnings {
-			fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+	f, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
+	if err != nil {
+		return nil, "", err
+	}
+	debugf(c, "driver files under %s (devices under %s): %d control nodes, %d mounts, %d links", cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), len(f.ControlNodes), len(f.Mounts), len(f.Links))
+	for _, w := range f.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+	}
+	if *cfg.CDI.DriverFolder {
+		folder, err = f.Gather(cfg.CDI.DriverRoot, create)
+		switch {
+		case err != nil:
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: note: the driver's files are mounted one by one, not as one folder: %v ([cdi] driver-folder = false stops trying)\n", err)
+		case folder != "":
+			debugf(c, "driver files in the folder %s: %d files linked by the hook", folder, len(f.Linked))
 		}
 	}
-	return f, err
+	return f, folder, nil
 }
 
 // resolve reads the host and returns what it offers under the configuration.

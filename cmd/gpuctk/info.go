@@ -130,7 +130,7 @@ func info(c *cli.Context) error {
 // user looks first when a container lacks a device.
 func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.Profile) {
 	const shown = 5
-	b, err := buildFor(c, cfg, set, p, "yaml")
+	b, err := buildFor(c, cfg, set, p, "yaml", false)
 	var r checkResult
 	if err == nil {
 		r, err = checkSpecs(cfg, b.kind, b.data, b.files)

@@ -90,6 +90,7 @@ type node struct {
 const inspect = `ls -1 /dev/nvidia[0-9]* /dev/nvidia-caps/* /dev/dri/card* /dev/dri/renderD* 2>/dev/null | sort; ` +
 	`echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; env | grep ^CUDA_MPS_ | sort; ` +
 	`test -f /usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.1 && echo VDPAU; ` +
+	`readlink -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 | grep -q '^/usr/lib/gpuctk/common/' && echo DRIVER-FOLDER; ` +
 	`test -S /tmp/nvidia-mps/control && echo MPS-SOCKET; echo DONE`
 
 // pod starts a static pod whose container asks for n of resource.
@@ -317,11 +318,13 @@ state-root = %q
 		want           []string
 	}{
 		// driver-capabilities adds capability-video (VDPAU) to every pod;
-		// a whole GPU and its replicas bring their DRM nodes, a MIG device none.
-		{"gpu", "nvidia.com/gpu", []string{"/dev/dri/card1", "/dev/dri/renderD128", "/dev/nvidia0", "VISIBLE=void", "VDPAU"}},
-		{"mig", "nvidia.com/mig-1g.5gb", []string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4", "VISIBLE=void", "VDPAU"}},
-		{"shared", "nvidia.com/gpu.shared", []string{"/dev/dri/card2", "/dev/dri/renderD129", "/dev/nvidia1", "VISIBLE=void", "VDPAU"}},
-		{"mps", "nvidia.com/gpu-mps", []string{"/dev/dri/card3", "/dev/dri/renderD130", "/dev/nvidia2", "VISIBLE=void", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "MPS-SOCKET", "VDPAU"}},
+		// a whole GPU and its replicas bring their DRM nodes, a MIG device
+		// none. The plugin's spec mounts the driver folder (a fake root
+		// it can write), whose libcuda the hook links into place.
+		{"gpu", "nvidia.com/gpu", []string{"/dev/dri/card1", "/dev/dri/renderD128", "/dev/nvidia0", "VISIBLE=void", "VDPAU", "DRIVER-FOLDER"}},
+		{"mig", "nvidia.com/mig-1g.5gb", []string{"/dev/nvidia-caps/nvidia-cap606", "/dev/nvidia-caps/nvidia-cap607", "/dev/nvidia4", "VISIBLE=void", "VDPAU", "DRIVER-FOLDER"}},
+		{"shared", "nvidia.com/gpu.shared", []string{"/dev/dri/card2", "/dev/dri/renderD129", "/dev/nvidia1", "VISIBLE=void", "VDPAU", "DRIVER-FOLDER"}},
+		{"mps", "nvidia.com/gpu-mps", []string{"/dev/dri/card3", "/dev/dri/renderD130", "/dev/nvidia2", "VISIBLE=void", "CUDA_MPS_PIPE_DIRECTORY=/tmp/nvidia-mps", "MPS-SOCKET", "VDPAU", "DRIVER-FOLDER"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n.pod(t, tc.name, tc.resource, 1)

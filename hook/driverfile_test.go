@@ -1,0 +1,131 @@
+package hook
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// folderBundle makes a bundle whose root has the driver folder mounted at
+// /usr/lib/gpuctk/common, as runc leaves it for the hook: libcuda, a
+// program and a firmware file in it, at their usual paths.
+func folderBundle(t *testing.T) (string, string) {
+	t.Helper()
+	b, root := bundle(t)
+	common := filepath.Join(root, "usr/lib/gpuctk/common")
+	lib := filepath.Join(root, libDir, "libcuda.so.580.65.06")
+	for _, p := range []string{libDir, "usr/bin", "lib/firmware/nvidia/580.65.06"} {
+		if err := os.MkdirAll(filepath.Join(common, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(lib, filepath.Join(common, libDir, "libcuda.so.580.65.06")); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(common, "usr/bin/nvidia-smi"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(common, "lib/firmware/nvidia/580.65.06/gsp.bin"), []byte("fw"), 0o644)
+	return b, root
+}
+
+var driverFileArgs = []string{"setup",
+	"--driver-file", "/usr/lib/gpuctk/common::" + libDir + "/libcuda.so.580.65.06",
+	"--driver-file", "/usr/lib/gpuctk/common::/usr/bin/nvidia-smi",
+	"--driver-file", "/usr/lib/gpuctk/common::/lib/firmware/nvidia/580.65.06/gsp.bin",
+	"--driver-file", "/usr/lib/gpuctk/graphics::" + libDir + "/libGLX_nvidia.so.580.65.06",
+	"--link", "libcuda.so.580.65.06::" + libDir + "/libcuda.so.1",
+	"--link", "libGLX_nvidia.so.580.65.06::" + libDir + "/libGLX_nvidia.so.0",
+	"--library", libDir + "/libcuda.so.1",
+	"--library", libDir + "/libGLX_nvidia.so.0",
+	"--folder", libDir}
+
+func TestSetupDriverFiles(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		osRoot bool
+		plant  func(t *testing.T, root string)
+		// fails is what the one line of error says; "" for success.
+		fails string
+	}{
+		{name: "files linked"},
+		{name: "files linked, without openat2", osRoot: true},
+		{name: "image's own file replaced", plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
+			os.WriteFile(filepath.Join(root, "usr/bin/nvidia-smi"), []byte("image's"), 0o755)
+			os.Symlink("/nowhere", filepath.Join(root, libDir, "libcuda.so.580.65.06"))
+		}},
+		{name: "image has a folder there", plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "usr/bin/nvidia-smi"), 0o755)
+		}, fails: "driver file /usr/bin/nvidia-smi: the image has a folder there"},
+		{name: "program folder links out of the root", plant: func(t *testing.T, root string) {
+			os.Symlink(outside, filepath.Join(root, "usr/bin"))
+		}, fails: "escapes"},
+		{name: "mount folder links out of the root", plant: func(t *testing.T, root string) {
+			os.Symlink(outside, filepath.Join(root, "usr/lib/gpuctk/graphics"))
+		}, fails: "escapes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, root := folderBundle(t)
+			if tc.plant != nil {
+				tc.plant(t, root)
+			}
+			code, stderr := runHookWith(t, tc.osRoot, b, driverFileArgs...)
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Errorf("files appeared outside the root: %v", entries)
+			}
+			if tc.fails != "" {
+				if code == 0 || !strings.Contains(stderr, tc.fails) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+					t.Fatalf("exit %d, stderr %q; want one line saying %q", code, stderr, tc.fails)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			// Each file of the mounted folder is at its usual path, the
+			// image's own replaced; the graphics folder is not mounted,
+			// so its file and the link to it are not made.
+			for link, want := range map[string]string{
+				libDir + "/libcuda.so.580.65.06":         "/usr/lib/gpuctk/common" + libDir + "/libcuda.so.580.65.06",
+				"/usr/bin/nvidia-smi":                    "/usr/lib/gpuctk/common/usr/bin/nvidia-smi",
+				"/lib/firmware/nvidia/580.65.06/gsp.bin": "/usr/lib/gpuctk/common/lib/firmware/nvidia/580.65.06/gsp.bin",
+				libDir + "/libcuda.so.1":                 "libcuda.so.580.65.06",
+				libDir + "/libGLX_nvidia.so.580.65.06":   "",
+				libDir + "/libGLX_nvidia.so.0":           "",
+			} {
+				got, err := os.Readlink(filepath.Join(root, link))
+				if want == "" {
+					if !os.IsNotExist(err) {
+						t.Errorf("%s -> %q, %v; want no link", link, got, err)
+					}
+					continue
+				}
+				if err != nil || got != want {
+					t.Errorf("%s -> %q, %v; want %q", link, got, err, want)
+				}
+			}
+			// The cache names libcuda through the link, and the loader
+			// finds it in the root.
+			out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") || strings.Contains(string(out), "libGLX") {
+				t.Fatalf("ldconfig -p: %v\n%s", err, out)
+			}
+			// A restarted container: the same links, no error.
+			if code, stderr := runHookWith(t, tc.osRoot, b, driverFileArgs...); code != 0 {
+				t.Fatalf("second run: exit %d: %s", code, stderr)
+			}
+		})
+	}
+}
+
+func TestSetupDriverFileArgs(t *testing.T) {
+	for _, arg := range []string{"relative::/usr/bin/x", "/usr/lib/gpuctk/common::usr/bin/x", "/usr/lib/gpuctk/common", "/::/usr/bin/x", "/usr/lib/gpuctk/common::/"} {
+		b, _ := folderBundle(t)
+		code, stderr := runHook(t, b, "setup", "--driver-file", arg)
+		if code == 0 || !strings.Contains(stderr, "want /FOLDER::/PATH") {
+			t.Errorf("--driver-file %q: exit %d, %q", arg, code, stderr)
+		}
+	}
+}
