@@ -174,7 +174,7 @@ func Setup(e *Env, o SetupOptions) error {
 }
 
 // driverFile makes file a link to folder+file, the driver's file in the
-// folder mount at folder, when the container has that mount: the spec
+// folder mount at folder, when the container has that folder: the spec
 // lists the files of every capability, and each container gets the
 // folders of the capabilities it has. A mount of the file would cover
 // whatever the image has at its path: a file or a link there is replaced
@@ -183,10 +183,20 @@ func Setup(e *Env, o SetupOptions) error {
 // whatever links the image has in the way.
 func (s *setup) driverFile(folder, file string) error {
 	target := path.Join(folder, file)
-	if ok, err := s.present(target, false); !ok || err != nil {
-		if err != nil {
-			return fmt.Errorf("driver file %s: %w", file, err)
+	// The folder is looked up once, not each file in it: the spec mounts
+	// it whole, read-only, with every file it lists.
+	mounted, known := s.mounts[folder]
+	if !known {
+		var err error
+		if mounted, err = s.present(folder, true); err != nil {
+			return fmt.Errorf("driver file %s: %s: %w", file, folder, err)
 		}
+		if s.mounts == nil {
+			s.mounts = map[string]bool{}
+		}
+		s.mounts[folder] = mounted
+	}
+	if !mounted {
 		s.env.debugf("driver file %s skipped: %s is not in the container", file, folder)
 		return nil
 	}
@@ -355,6 +365,9 @@ type setup struct {
 	// made are the links made (or found right) so far, by absolute path:
 	// their targets are in the root, so they are too.
 	made map[string]bool
+	// mounts says, of each driver folder asked about, whether the
+	// container has it (see driverFile).
+	mounts map[string]bool
 	// conf is the image's ld.so.conf once read (see ldConf).
 	conf *ldConf
 }

@@ -19,20 +19,34 @@ import (
 // hookCall is the spec's one hook call, and the driver files it expects in
 // the container.
 type hookCall struct {
-	path    string
-	args    []string          // argv, program name first
-	links   []string          // paths the hook links, inside the container
-	libs    []string          // driver libraries the runtime mounts, inside the container
-	sonames map[string]string // library path -> its SONAME
+	path  string
+	args  []string // argv, program name first
+	links []string // paths the hook links, inside the container
+	// libs are the driver libraries as the runtime mounts them, inside
+	// the container: where each is (its own mount, or its place in the
+	// driver folder's mount) -> its SONAME.
+	libs map[string]string
+	// files are the driver's other files in the driver folder's mount
+	// (programs, firmware), inside the container.
+	files []string
+	// sonames are the SONAMEs of the libraries the spec mounts one by
+	// one, by container path (for standIns).
+	sonames map[string]string
 }
 
-// specHook reads the hook call and the library mounts from a spec.
+// specHook reads the hook call and the driver files from a spec: mounted
+// one by one, or in the driver folder, whose common groups every
+// container gets (see driver.Gather).
 func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 	if len(spec.ContainerEdits.Hooks) != 1 {
 		return nil, fmt.Errorf("spec has %d common hooks, want 1", len(spec.ContainerEdits.Hooks))
 	}
 	h := spec.ContainerEdits.Hooks[0]
-	c := &hookCall{path: h.Path, args: h.Args, sonames: map[string]string{}}
+	c := &hookCall{path: h.Path, args: h.Args, libs: map[string]string{}, sonames: map[string]string{}}
+	common := map[string]bool{}
+	for _, m := range spec.ContainerEdits.Mounts {
+		common[m.ContainerPath] = true
+	}
 	targets := map[string]string{} // link target -> SONAME link name
 	for i := 1; i+1 < len(h.Args); i++ {
 		if h.Args[i] != "--link" {
@@ -44,16 +58,30 @@ func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 			targets[target] = name
 		}
 	}
+	sonameOf := func(p string) string {
+		if soname := targets[path.Base(p)]; soname != "" {
+			return soname
+		}
+		return path.Base(p)
+	}
+	for i := 1; i+1 < len(h.Args); i++ {
+		folder, file, _ := strings.Cut(h.Args[i+1], "::")
+		if h.Args[i] != "--driver-file" || !common[folder] {
+			continue
+		}
+		c.links = append(c.links, file)
+		if strings.Contains(path.Base(file), ".so") {
+			c.libs[folder+file] = sonameOf(file)
+		} else {
+			c.files = append(c.files, folder+file)
+		}
+	}
 	for _, m := range spec.ContainerEdits.Mounts {
 		if !strings.Contains(path.Base(m.ContainerPath), ".so") {
 			continue
 		}
-		c.libs = append(c.libs, m.ContainerPath)
-		soname := targets[path.Base(m.ContainerPath)]
-		if soname == "" {
-			soname = path.Base(m.ContainerPath)
-		}
-		c.sonames[m.ContainerPath] = soname
+		c.libs[m.ContainerPath] = sonameOf(m.ContainerPath)
+		c.sonames[m.ContainerPath] = sonameOf(m.ContainerPath)
 	}
 	return c, nil
 }
@@ -73,8 +101,15 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 	if err := fakehost.Rootfs(h.root, opts); err != nil {
 		return nil, fmt.Errorf("root file system %s: %w", name, err)
 	}
-	for _, l := range call.libs {
-		obj, err := fakehost.SharedObject(call.sonames[l])
+	place := func(p string, data []byte) error {
+		dst := filepath.Join(h.root, p)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o755)
+	}
+	for l, soname := range call.libs {
+		obj, err := fakehost.SharedObject(soname)
 		if err != nil {
 			return nil, err
 		}
@@ -82,11 +117,12 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 		if err != nil {
 			return nil, err
 		}
-		dst := filepath.Join(h.root, l)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		if err := place(l, data); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
+	}
+	for _, f := range call.files {
+		if err := place(f, nil); err != nil {
 			return nil, err
 		}
 	}

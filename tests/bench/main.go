@@ -128,19 +128,37 @@ func (b *bench) step(format string, args ...any) {
 // hook times the hook's merge on a small and a large root, and the old way
 // (no cache: ldconfig over the whole image), and its peak memory.
 func (b *bench) hook() error {
-	// The spec of a standard driver install: the hook call every container
-	// gets, and the libraries the runtime mounts for it.
-	b.step("generating the spec of a standard driver install")
-	specJSON, err := exec.Command(b.bin("gpuctk"), "cdi", "generate", "--simulate", largestProfile, "--format", "json",
-		"--hook-path", b.bin("gpuctk-hook"), "--config", writeFile(b.work, "empty.toml", "")).Output()
+	// The spec of a full driver install (fake files, the driver's names):
+	// the hook call every container gets, and the files the runtime
+	// mounts for it, in the driver folder as by default.
+	b.step("generating the spec of a full driver install")
+	profile, err := inventory.LoadProfile(largestProfile)
 	if err != nil {
-		return fmt.Errorf("gpuctk cdi generate: %w", exitErr(err))
+		return err
 	}
-	var spec cdispecs.Spec
-	if err := json.Unmarshal(specJSON, &spec); err != nil {
-		return fmt.Errorf("the generated spec: %w", err)
+	driverRoot := filepath.Join(b.work, "driver-hook")
+	if err := fakehost.BuildFull(driverRoot, profile); err != nil {
+		return fmt.Errorf("fake driver root: %w", err)
 	}
-	call, err := specHook(&spec)
+	hookCallOf := func(flags ...string) (*hookCall, error) {
+		specJSON, err := exec.Command(b.bin("gpuctk"), append([]string{"cdi", "generate", "--simulate", largestProfile, "--driver-root", driverRoot, "--format", "json",
+			"--hook-path", b.bin("gpuctk-hook"), "--config", writeFile(b.work, "empty.toml", "")}, flags...)...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("gpuctk cdi generate: %w", exitErr(err))
+		}
+		var spec cdispecs.Spec
+		if err := json.Unmarshal(specJSON, &spec); err != nil {
+			return nil, fmt.Errorf("the generated spec: %w", err)
+		}
+		return specHook(&spec)
+	}
+	call, err := hookCallOf()
+	if err != nil {
+		return err
+	}
+	// For comparison: each driver file mounted (runc makes its mount
+	// point), the hook making only the SONAME links.
+	callFiles, err := hookCallOf("--driver-folder=false")
 	if err != nil {
 		return err
 	}
@@ -176,6 +194,14 @@ func (b *bench) hook() error {
 		return err
 	}
 	largeTmpfs.cache = large.cache
+	smallFiles, err := newHookRoot(b.work, "small-files", fakehost.WithGlibc, callFiles)
+	if err != nil {
+		return err
+	}
+	smallFilesTmpfs, err := newHookRoot(shm, "small-files", fakehost.WithGlibc, callFiles)
+	if err != nil {
+		return err
+	}
 	files, _ := os.ReadDir(filepath.Join(large.root, fakehost.LibDir))
 	cache, err := ldcache.Parse(large.cache)
 	if err != nil {
@@ -196,6 +222,8 @@ func (b *bench) hook() error {
 		{large, "Hook chain, " + largeLabel + ": merge", true, 2 * time.Millisecond},
 		{smallTmpfs, "Hook chain, small root on tmpfs (the hook's own cost, without this ext4's)", true, time.Millisecond},
 		{largeTmpfs, "Hook chain, large root's cache on tmpfs", true, time.Millisecond},
+		{smallFiles, fmt.Sprintf("For comparison, small root, driver-folder = false: runc mounts each driver file, the hook links none of them (%d links fewer)", len(call.links)-len(callFiles.links)), true, 0},
+		{smallFilesTmpfs, "For comparison, the same on tmpfs", true, 0},
 		{small, "Old way for comparison, small root: no cache, so ldconfig rebuilds it", false, 0},
 		{large, "Old way for comparison, large root: ldconfig over the whole image", false, 0},
 	} {

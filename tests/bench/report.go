@@ -224,8 +224,12 @@ container root and bundle as runc leaves them for createContainer hooks
 (driver libraries in place, the image's own ld.so.cache), put back before
 each run; its baseline is a process fed the same state on stdin. "Old way"
 is the same hook on the same root with the cache removed, so that it falls
-back to the host's ldconfig over the whole image. The hook makes 12 links
-and one file. On this machine's root ext4 (no journal, a shared virtual
+back to the host's ldconfig over the whole image. The spec is a full 580
+driver install's (fake files with the driver's names, as the end-to-end
+tests use): the hook makes 44 links (the 22 files of the driver folder
+that every container gets, and 22 SONAME and .so links) and one file;
+with driver-folder = false, runc mounts the 22 files and the hook makes
+the 22 other links. On this machine's root ext4 (no journal, a shared virtual
 disk) creating one takes from 15 µs to over 600 µs from one run to the
 next, for a plain symlink loop as much as for the hook (the figure measured just before the hook
 rows is given with the machine). The tmpfs rows give the hook's own cost.
@@ -246,7 +250,7 @@ is the median user+system time of the measured process and the children it
 waited for. Peak memory is the largest max RSS of the runs, from GNU time
 (Linux keeps it across exec and takes it over waited-for children).
 Device plugin rows run the real gpuctk-device-plugin (simulating
-dgx-a100, a fake driver root) registered with a real standalone kubelet
+dgx-a100, a fake full 580 driver root) registered with a real standalone kubelet
 and containerd (tests/k8s/harness). Allocate: %d calls asking for one
 GPU on the plugin's socket, each beside a GetDevicePluginOptions (no
 work: the gRPC round trip alone) on the same connection, alternating
@@ -263,7 +267,9 @@ kubelet's /pods, before the next. The phase rows split each pod's start
 at the CRI calls containerd logs for it (RunPodSandbox, CreateContainer
 and StartContainer, each when asked and when answered) and pair each
 phase of the GPU pod with the same phase of the plain pod of its round:
-they show where a device's time goes.
+they show where a device's time goes. The "driver-folder = false" rows
+are the same pairs again, once the plugin has reloaded its configuration
+with the driver's files mounted one by one.
 `, o.runs, o.warm, runtimeRuns(o), 4*runtimeRuns(o), 3*runtimeRuns(o), o.runs, o.benchtime, 100*o.runs, o.pods)
 }
 
