@@ -310,10 +310,10 @@ func driverVersion(e *specs.ContainerEdits) string {
 }
 
 // driverFolder returns the driver folder the edits mount (the host
-// folder holding the common sub-folder, see driver.Gather), "" for none.
+// folder holding the core sub-folder, see driver.Gather), "" for none.
 func driverFolder(e *specs.ContainerEdits) string {
 	for _, m := range e.Mounts {
-		if m.ContainerPath == path.Join(driver.FolderMounts, driver.CommonGroup) {
+		if m.ContainerPath == path.Join(driver.FolderMounts, driver.CoreGroup) {
 			return filepath.Dir(m.HostPath)
 		}
 	}

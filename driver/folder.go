@@ -31,47 +31,69 @@ import (
 
 // FolderStore is where, under the driver root, the folders of hard links
 // are kept: one per driver version and set of files
-// (<version>-<hash of the files' identities>), with a sub-folder per
-// group of files: "common" (compute and utility, every container's) and
-// one per other capability.
+// (<version>-<hash of the files' identities>), with a flat sub-folder per
+// group of files: "core" (compute and utility, every container's),
+// "firmware" (core's files mounted noexec) and one per other capability.
 const FolderStore = "/var/lib/gpuctk/driver"
 
 // FolderMounts is where a container sees those sub-folders:
-// /usr/lib/gpuctk/common, /usr/lib/gpuctk/graphics, ...
+// /usr/lib/gpuctk/core, /usr/lib/gpuctk/graphics, ...
+//
+// Short on purpose: the hook's links point there, and ext4 keeps a link
+// whose target is under 60 bytes in its inode ("fast symlink"), where a
+// longer one costs a data block; in a container's overlay on this
+// project's test disks that made each link twice as slow to create.
+// /usr/lib/gpuctk/core/ and the longest core file's name
+// (libnvidia-ptxjitcompiler.so.580.105.08) take 59 bytes.
 const FolderMounts = "/usr/lib/gpuctk"
 
-// CommonGroup names the sub-folder of the spec's common edits.
-const CommonGroup = "common"
+// CoreGroup names the sub-folder of the spec's common edits, and
+// FirmwareGroup the one of its files mounted noexec (the GSP firmware).
+const (
+	CoreGroup     = "core"
+	FirmwareGroup = "firmware"
+)
 
 // LinkedFile is a driver file a container gets as a link into a folder
-// mount: Path (absolute, where the file usually is) links to Folder+Path.
+// mount: Path (absolute, where the file usually is) links to Target, its
+// name in the folder mount.
 type LinkedFile struct {
-	Folder string // the folder mount's container path
+	Target string
 	Path   string
 }
 
-// String is the hook's --driver-file argument: FOLDER::PATH.
-func (l LinkedFile) String() string { return l.Folder + "::" + l.Path }
+// String is the hook's --driver-file argument: TARGET::PATH.
+func (l LinkedFile) String() string { return l.Target + "::" + l.Path }
 
 // folderMountOptions are the folder mounts': read-only, nosuid and nodev
 // as every file mount, executable for the libraries and programs in it,
 // and a plain bind, as the folder has no mounts under it. Files mounted
-// noexec (the GSP firmware) go to a group of their own, named with
-// dataSuffix, whose folder is mounted noexec too.
+// noexec (the GSP firmware) go to a group of their own (see groupOf),
+// whose folder is mounted noexec too.
 var (
 	folderMountOptions     = []string{"ro", "nosuid", "nodev", "bind"}
 	dataFolderMountOptions = []string{"ro", "nosuid", "nodev", "noexec", "bind"}
 )
 
-// dataSuffix ends the name of a group of files mounted noexec:
-// common-data.
-const dataSuffix = "-data"
+// groupOf names the group of a file of the spec's common edits (base is
+// CoreGroup) or of a capability's (its name), by its mount options.
+func groupOf(base string, opts []string) string {
+	switch {
+	case !slices.Contains(opts, "noexec"):
+		return base
+	case base == CoreGroup:
+		return FirmwareGroup
+	}
+	return base + "-data"
+}
 
-// gathered is a file Gather takes into a folder.
+// gathered is a file Gather takes into a folder: its group, and its name
+// there (the file's own, unless another file of the group has it).
 type gathered struct {
-	group string
-	m     *specs.Mount
-	st    unix.Stat_t
+	group, name string
+	base        string // the group of the mounts it came from
+	m           *specs.Mount
+	st          unix.Stat_t
 }
 
 // Gather moves the regular files of f's mounts into folder mounts: when
@@ -104,23 +126,29 @@ func (f *Files) Gather(driverRoot string, create bool) (string, error) {
 // the container resolves elsewhere) under the driver root.
 func (f *Files) gatherable(driverRoot string) []gathered {
 	var out []gathered
-	add := func(group string, mounts []*specs.Mount) {
+	taken := map[string]bool{} // group/name
+	add := func(base string, mounts []*specs.Mount) {
 		for _, m := range mounts {
 			rel, err := filepath.Rel(driverRoot, m.HostPath)
 			if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !path.IsAbs(m.ContainerPath) {
 				continue
 			}
-			g := gathered{group: group, m: m}
-			if slices.Contains(m.Options, "noexec") {
-				g.group += dataSuffix // firmware: never run
-			}
+			g := gathered{base: base, m: m}
 			if unix.Lstat(m.HostPath, &g.st) != nil || g.st.Mode&unix.S_IFMT != unix.S_IFREG {
 				continue
 			}
+			g.group = groupOf(base, m.Options)
+			// Flat, for short link targets: a name two files share
+			// (Vulkan's and Vulkan SC's nvidia_icd.json) is numbered.
+			g.name = path.Base(m.ContainerPath)
+			for i := 2; taken[g.group+"/"+g.name]; i++ {
+				g.name = fmt.Sprintf("%d-%s", i, path.Base(m.ContainerPath))
+			}
+			taken[g.group+"/"+g.name] = true
 			out = append(out, g)
 		}
 	}
-	add(CommonGroup, f.Mounts)
+	add(CoreGroup, f.Mounts)
 	for _, c := range Extra() {
 		add(string(c), f.CapabilityMounts[c])
 	}
@@ -134,10 +162,10 @@ func (f *Files) gatherable(driverRoot string) []gathered {
 // one whose links hold the files it replaced.
 func folderName(version string, files []gathered) string {
 	h := sha256.New()
-	h.Write([]byte("gpuctk driver folder 1\n"))
+	h.Write([]byte("gpuctk driver folder 2\n"))
 	var b [8]byte
 	for _, g := range files {
-		h.Write([]byte(g.group + "\x00" + g.m.ContainerPath + "\x00"))
+		h.Write([]byte(g.group + "\x00" + g.name + "\x00" + g.m.ContainerPath + "\x00"))
 		for _, v := range []uint64{g.st.Dev, g.st.Ino, uint64(g.st.Size), uint64(g.st.Mtim.Nano())} {
 			binary.LittleEndian.PutUint64(b[:], v)
 			h.Write(b[:])
@@ -154,7 +182,7 @@ func folderName(version string, files []gathered) string {
 func holds(dir string, files []gathered) bool {
 	for _, g := range files {
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(dir, g.group, g.m.ContainerPath), &st) != nil || st.Dev != g.st.Dev || st.Ino != g.st.Ino {
+		if unix.Lstat(filepath.Join(dir, g.group, g.name), &st) != nil || st.Dev != g.st.Dev || st.Ino != g.st.Ino {
 			return false
 		}
 	}
@@ -177,7 +205,7 @@ func makeFolder(dir string, files []gathered) error {
 		return fmt.Errorf("driver folder: %w", err)
 	}
 	for _, g := range files {
-		dst := filepath.Join(tmp, g.group, g.m.ContainerPath)
+		dst := filepath.Join(tmp, g.group, g.name)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return fmt.Errorf("driver folder: %w", err)
 		}
@@ -218,25 +246,27 @@ const tmpPrefix = ".tmp-"
 // sub-folder of dir, and lists the files as f.Linked for the hook.
 func (f *Files) useFolder(dir string, files []gathered) {
 	moved := map[*specs.Mount]bool{}
-	groups := map[string]bool{}
+	var groups []string // of each base, in the order found
+	byBase := map[string][]string{}
 	for _, g := range files {
 		moved[g.m] = true
-		groups[g.group] = true
-		f.Linked = append(f.Linked, LinkedFile{Folder: path.Join(FolderMounts, g.group), Path: path.Clean(g.m.ContainerPath)})
+		if !slices.Contains(groups, g.group) {
+			groups = append(groups, g.group)
+			byBase[g.base] = append(byBase[g.base], g.group)
+		}
+		f.Linked = append(f.Linked, LinkedFile{Target: path.Join(FolderMounts, g.group, g.name), Path: path.Clean(g.m.ContainerPath)})
 	}
-	rest := func(group string, mounts []*specs.Mount) []*specs.Mount {
+	rest := func(base string, mounts []*specs.Mount) []*specs.Mount {
+		if len(byBase[base]) == 0 {
+			return mounts
+		}
 		var out []*specs.Mount
-		for _, g := range []string{group, group + dataSuffix} {
+		for _, g := range byBase[base] {
 			opts := folderMountOptions
-			if g != group {
+			if g != base {
 				opts = dataFolderMountOptions
 			}
-			if groups[g] {
-				out = append(out, &specs.Mount{HostPath: filepath.Join(dir, g), ContainerPath: path.Join(FolderMounts, g), Options: opts})
-			}
-		}
-		if len(out) == 0 {
-			return mounts
+			out = append(out, &specs.Mount{HostPath: filepath.Join(dir, g), ContainerPath: path.Join(FolderMounts, g), Options: opts})
 		}
 		for _, m := range mounts {
 			if !moved[m] {
@@ -245,7 +275,7 @@ func (f *Files) useFolder(dir string, files []gathered) {
 		}
 		return out
 	}
-	f.Mounts = rest(CommonGroup, f.Mounts)
+	f.Mounts = rest(CoreGroup, f.Mounts)
 	for _, c := range Extra() {
 		if m, ok := f.CapabilityMounts[c]; ok {
 			f.CapabilityMounts[c] = rest(string(c), m)

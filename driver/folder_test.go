@@ -26,6 +26,8 @@ func folderRoot(t *testing.T) string {
 		"/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin",
 		"/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.580.65.06",
 		"/usr/lib/x86_64-linux-gnu/libreal.so.1",
+		"/usr/share/vulkan/icd.d/nvidia_icd.json",
+		"/usr/share/vulkansc/icd.d/nvidia_icd.json",
 	} {
 		write(t, filepath.Join(root, p), p)
 	}
@@ -70,7 +72,11 @@ func folderFiles(root string) *Files {
 			m("/run/nvidia-persistenced/socket", socketOptions),
 		},
 		CapabilityMounts: map[Capability][]*specs.Mount{
-			Graphics: {m("/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.580.65.06", fileOptions)},
+			Graphics: {
+				m("/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.580.65.06", fileOptions),
+				m("/usr/share/vulkan/icd.d/nvidia_icd.json", fileOptions),
+				m("/usr/share/vulkansc/icd.d/nvidia_icd.json", fileOptions),
+			},
 		},
 	}
 }
@@ -106,15 +112,15 @@ func TestGather(t *testing.T) {
 		t.Fatalf("folder %s: want one of driver 580.65.06 in %s", dir, FolderStore)
 	}
 	// The link and the socket stay mounted; the rest is one folder mount.
-	want := []string{"/usr/lib/gpuctk/common", "/usr/lib/gpuctk/common-data", lib + "libnvidia-cfg.so.580.65.06", "/run/nvidia-persistenced/socket"}
+	want := []string{"/usr/lib/gpuctk/core", "/usr/lib/gpuctk/firmware", lib + "libnvidia-cfg.so.580.65.06", "/run/nvidia-persistenced/socket"}
 	if got := mountPaths(f.Mounts); !reflect.DeepEqual(got, want) {
 		t.Errorf("common mounts = %q\nwant %q", got, want)
 	}
-	if m := f.Mounts[0]; m.HostPath != filepath.Join(dir, "common") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,bind" {
+	if m := f.Mounts[0]; m.HostPath != filepath.Join(dir, "core") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,bind" {
 		t.Errorf("folder mount = %+v", m)
 	}
 	// The firmware, mounted noexec, is in a folder mounted noexec.
-	if m := f.Mounts[1]; m.HostPath != filepath.Join(dir, "common-data") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,noexec,bind" {
+	if m := f.Mounts[1]; m.HostPath != filepath.Join(dir, "firmware") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,noexec,bind" {
 		t.Errorf("data folder mount = %+v", m)
 	}
 	if got := mountPaths(f.CapabilityMounts[Graphics]); !reflect.DeepEqual(got, []string{"/usr/lib/gpuctk/graphics"}) {
@@ -124,12 +130,15 @@ func TestGather(t *testing.T) {
 	for _, l := range f.Linked {
 		linked = append(linked, l.String())
 	}
+	// Flat, a name two files share numbered.
 	wantLinked := []string{
-		"/usr/lib/gpuctk/common::" + lib + "libcuda.so.580.65.06",
-		"/usr/lib/gpuctk/common::" + lib + "libnvidia-ml.so.580.65.06",
-		"/usr/lib/gpuctk/common::/usr/bin/nvidia-smi",
-		"/usr/lib/gpuctk/common-data::/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin",
-		"/usr/lib/gpuctk/graphics::" + lib + "libGLX_nvidia.so.580.65.06",
+		"/usr/lib/gpuctk/core/libcuda.so.580.65.06::" + lib + "libcuda.so.580.65.06",
+		"/usr/lib/gpuctk/core/libnvidia-ml.so.580.65.06::" + lib + "libnvidia-ml.so.580.65.06",
+		"/usr/lib/gpuctk/core/nvidia-smi::/usr/bin/nvidia-smi",
+		"/usr/lib/gpuctk/firmware/gsp_ga10x.bin::/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin",
+		"/usr/lib/gpuctk/graphics/libGLX_nvidia.so.580.65.06::" + lib + "libGLX_nvidia.so.580.65.06",
+		"/usr/lib/gpuctk/graphics/nvidia_icd.json::/usr/share/vulkan/icd.d/nvidia_icd.json",
+		"/usr/lib/gpuctk/graphics/2-nvidia_icd.json::/usr/share/vulkansc/icd.d/nvidia_icd.json",
 	}
 	if !reflect.DeepEqual(linked, wantLinked) {
 		t.Errorf("linked = %q\nwant %q", linked, wantLinked)
@@ -137,11 +146,10 @@ func TestGather(t *testing.T) {
 	// Each file is there as the host's own inode.
 	for _, l := range f.Linked {
 		var a, b unix.Stat_t
-		group := strings.TrimPrefix(l.Folder, FolderMounts+"/")
 		if err := unix.Stat(filepath.Join(root, l.Path), &a); err != nil {
 			t.Fatal(err)
 		}
-		if err := unix.Lstat(filepath.Join(dir, group, l.Path), &b); err != nil || a.Ino != b.Ino {
+		if err := unix.Lstat(filepath.Join(dir, strings.TrimPrefix(l.Target, FolderMounts)), &b); err != nil || a.Ino != b.Ino {
 			t.Errorf("%s in the folder: %v (inode %d, the host's %d)", l.Path, err, b.Ino, a.Ino)
 		}
 	}
@@ -169,7 +177,7 @@ func TestGather(t *testing.T) {
 	if err != nil || newer == dir || newer == "" {
 		t.Fatalf("Gather after a reinstall = %q, %v; want a new folder beside %s", newer, err, dir)
 	}
-	if data, err := os.ReadFile(filepath.Join(newer, "common", lib, "libcuda.so.580.65.06")); string(data) != "reinstalled" {
+	if data, err := os.ReadFile(filepath.Join(newer, "core", "libcuda.so.580.65.06")); string(data) != "reinstalled" {
 		t.Errorf("new folder's libcuda = %q, %v", data, err)
 	}
 }
@@ -187,7 +195,7 @@ func TestGatherCannot(t *testing.T) {
 			// failed half-way): replaced whole.
 			f := folderFiles(root)
 			name := folderName(f.Version, f.gatherable(root))
-			write(t, filepath.Join(root, FolderStore, name, "common/stray"), "")
+			write(t, filepath.Join(root, FolderStore, name, "core/stray"), "")
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +207,7 @@ func TestGatherCannot(t *testing.T) {
 				if err != nil || dir == "" {
 					t.Fatalf("Gather = %q, %v", dir, err)
 				}
-				if _, err := os.Stat(filepath.Join(dir, "common/stray")); !os.IsNotExist(err) {
+				if _, err := os.Stat(filepath.Join(dir, "core/stray")); !os.IsNotExist(err) {
 					t.Errorf("stray file kept in the folder: %v", err)
 				}
 				return
@@ -207,7 +215,7 @@ func TestGatherCannot(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.why) || dir != "" {
 				t.Fatalf("Gather = %q, %v; want an error saying %q", dir, err, tc.why)
 			}
-			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[Graphics]) != 1 {
+			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[Graphics]) != 3 {
 				t.Errorf("files changed by a failed Gather: %d links, mounts %q", len(f.Linked), mountPaths(f.Mounts))
 			}
 			if left, _ := filepath.Glob(filepath.Join(root, FolderStore, ".tmp-*")); len(left) > 0 {

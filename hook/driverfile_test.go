@@ -9,31 +9,30 @@ import (
 )
 
 // folderBundle makes a bundle whose root has the driver folder mounted at
-// /usr/lib/gpuctk/common, as runc leaves it for the hook: libcuda, a
-// program and a firmware file in it, at their usual paths.
+// /usr/lib/gpuctk/core and firmware, as runc leaves it for the hook:
+// libcuda, a program and a firmware file.
 func folderBundle(t *testing.T) (string, string) {
 	t.Helper()
 	b, root := bundle(t)
-	common := filepath.Join(root, "usr/lib/gpuctk/common")
-	lib := filepath.Join(root, libDir, "libcuda.so.580.65.06")
-	for _, p := range []string{libDir, "usr/bin", "lib/firmware/nvidia/580.65.06"} {
-		if err := os.MkdirAll(filepath.Join(common, p), 0o755); err != nil {
+	core, fw := filepath.Join(root, "usr/lib/gpuctk/core"), filepath.Join(root, "usr/lib/gpuctk/firmware")
+	for _, d := range []string{core, fw} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Rename(lib, filepath.Join(common, libDir, "libcuda.so.580.65.06")); err != nil {
+	if err := os.Rename(filepath.Join(root, libDir, "libcuda.so.580.65.06"), filepath.Join(core, "libcuda.so.580.65.06")); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(common, "usr/bin/nvidia-smi"), []byte("#!/bin/sh\n"), 0o755)
-	os.WriteFile(filepath.Join(common, "lib/firmware/nvidia/580.65.06/gsp.bin"), []byte("fw"), 0o644)
+	os.WriteFile(filepath.Join(core, "nvidia-smi"), []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(filepath.Join(fw, "gsp.bin"), []byte("fw"), 0o644)
 	return b, root
 }
 
 var driverFileArgs = []string{"setup",
-	"--driver-file", "/usr/lib/gpuctk/common::" + libDir + "/libcuda.so.580.65.06",
-	"--driver-file", "/usr/lib/gpuctk/common::/usr/bin/nvidia-smi",
-	"--driver-file", "/usr/lib/gpuctk/common::/lib/firmware/nvidia/580.65.06/gsp.bin",
-	"--driver-file", "/usr/lib/gpuctk/graphics::" + libDir + "/libGLX_nvidia.so.580.65.06",
+	"--driver-file", "/usr/lib/gpuctk/core/libcuda.so.580.65.06::" + libDir + "/libcuda.so.580.65.06",
+	"--driver-file", "/usr/lib/gpuctk/core/nvidia-smi::/usr/bin/nvidia-smi",
+	"--driver-file", "/usr/lib/gpuctk/firmware/gsp.bin::/lib/firmware/nvidia/580.65.06/gsp.bin",
+	"--driver-file", "/usr/lib/gpuctk/graphics/libGLX_nvidia.so.580.65.06::" + libDir + "/libGLX_nvidia.so.580.65.06",
 	"--link", "libcuda.so.580.65.06::" + libDir + "/libcuda.so.1",
 	"--link", "libGLX_nvidia.so.580.65.06::" + libDir + "/libGLX_nvidia.so.0",
 	"--library", libDir + "/libcuda.so.1",
@@ -88,9 +87,9 @@ func TestSetupDriverFiles(t *testing.T) {
 			// image's own replaced; the graphics folder is not mounted,
 			// so its file and the link to it are not made.
 			for link, want := range map[string]string{
-				libDir + "/libcuda.so.580.65.06":         "/usr/lib/gpuctk/common" + libDir + "/libcuda.so.580.65.06",
-				"/usr/bin/nvidia-smi":                    "/usr/lib/gpuctk/common/usr/bin/nvidia-smi",
-				"/lib/firmware/nvidia/580.65.06/gsp.bin": "/usr/lib/gpuctk/common/lib/firmware/nvidia/580.65.06/gsp.bin",
+				libDir + "/libcuda.so.580.65.06":         "/usr/lib/gpuctk/core/libcuda.so.580.65.06",
+				"/usr/bin/nvidia-smi":                    "/usr/lib/gpuctk/core/nvidia-smi",
+				"/lib/firmware/nvidia/580.65.06/gsp.bin": "/usr/lib/gpuctk/firmware/gsp.bin",
 				libDir + "/libcuda.so.1":                 "libcuda.so.580.65.06",
 				libDir + "/libGLX_nvidia.so.580.65.06":   "",
 				libDir + "/libGLX_nvidia.so.0":           "",
@@ -121,10 +120,10 @@ func TestSetupDriverFiles(t *testing.T) {
 }
 
 func TestSetupDriverFileArgs(t *testing.T) {
-	for _, arg := range []string{"relative::/usr/bin/x", "/usr/lib/gpuctk/common::usr/bin/x", "/usr/lib/gpuctk/common", "/::/usr/bin/x", "/usr/lib/gpuctk/common::/"} {
+	for _, arg := range []string{"relative::/usr/bin/x", "/usr/lib/gpuctk/core/x::usr/bin/x", "/usr/lib/gpuctk/core/x", "/::/usr/bin/x", "/x::/usr/bin/x", "/usr/lib/gpuctk/core/x::/"} {
 		b, _ := folderBundle(t)
 		code, stderr := runHook(t, b, "setup", "--driver-file", arg)
-		if code == 0 || !strings.Contains(stderr, "want /FOLDER::/PATH") {
+		if code == 0 || !strings.Contains(stderr, "want /FOLDER/NAME::/PATH") {
 			t.Errorf("--driver-file %q: exit %d, %q", arg, code, stderr)
 		}
 	}

@@ -23,10 +23,10 @@ const DefaultLdconfig = "/sbin/ldconfig"
 
 // SetupOptions are the setup subcommand's arguments.
 type SetupOptions struct {
-	// DriverFiles are /FOLDER::/PATH pairs: the driver's file PATH is in
-	// the folder the spec mounts at FOLDER (see driver.Gather), and PATH
-	// becomes a link to FOLDER/PATH, as a mount of the file would have
-	// put it there. Made before Links, which may lead to them.
+	// DriverFiles are /TARGET::/PATH pairs: the driver's file PATH is
+	// TARGET in a folder the spec mounts (see driver.Gather), and PATH
+	// becomes a link to TARGET, as a mount of the file would have put it
+	// there. Made before Links, which may lead to them.
 	DriverFiles []string
 	// Links are TARGET::/ABSOLUTE/LINK pairs: LINK is made inside the
 	// container root, pointing at TARGET.
@@ -59,8 +59,8 @@ type SetupOptions struct {
 // the container that e's OCI state names.
 func Setup(e *Env, o SetupOptions) error {
 	for _, l := range o.DriverFiles {
-		if folder, file, ok := strings.Cut(l, "::"); !ok || !path.IsAbs(folder) || path.Clean(folder) == "/" || !path.IsAbs(file) || path.Clean(file) == "/" {
-			return fmt.Errorf("--driver-file %q: want /FOLDER::/PATH", l)
+		if target, file, ok := strings.Cut(l, "::"); !ok || !path.IsAbs(target) || path.Dir(path.Clean(target)) == "/" || !path.IsAbs(file) || path.Clean(file) == "/" {
+			return fmt.Errorf("--driver-file %q: want /FOLDER/NAME::/PATH", l)
 		}
 	}
 	for _, l := range o.Links {
@@ -93,8 +93,8 @@ func Setup(e *Env, o SetupOptions) error {
 	defer s.close()
 	e.debugf("setup of container root %s: %d driver files, %d links, %d libraries, %d folders", c.Root, len(o.DriverFiles), len(o.Links), len(o.Libraries), len(o.Folders))
 	for _, l := range o.DriverFiles {
-		folder, file, _ := strings.Cut(l, "::")
-		if err := s.driverFile(folder, file); err != nil {
+		target, file, _ := strings.Cut(l, "::")
+		if err := s.driverFile(path.Clean(target), file); err != nil {
 			return err
 		}
 	}
@@ -173,16 +173,16 @@ func Setup(e *Env, o SetupOptions) error {
 	return nil
 }
 
-// driverFile makes file a link to folder+file, the driver's file in the
-// folder mount at folder, when the container has that folder: the spec
-// lists the files of every capability, and each container gets the
-// folders of the capabilities it has. A mount of the file would cover
+// driverFile makes file a link to target, the driver's file in a folder
+// mount, when the container has that folder: the spec lists the files of
+// every capability, and each container gets the folders of the
+// capabilities it has. A mount of the file would cover
 // whatever the image has at its path: a file or a link there is replaced
 // (in the container's own layer), a folder fails the hook, as it fails
 // such a mount. The link is absolute: resolved in the container's root,
 // whatever links the image has in the way.
-func (s *setup) driverFile(folder, file string) error {
-	target := path.Join(folder, file)
+func (s *setup) driverFile(target, file string) error {
+	folder := path.Dir(target)
 	// The folder is looked up once, not each file in it: the spec mounts
 	// it whole, read-only, with every file it lists.
 	mounted, known := s.mounts[folder]

@@ -207,7 +207,7 @@ func TestRefreshIfStale(t *testing.T) {
 	}
 	first2 := folders()
 	data, _ := os.ReadFile(spec)
-	if len(first2) != 1 || !strings.Contains(string(data), `hostPath: "`+filepath.Join(store, first2[0], "common")+`"`) || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/common"`) {
+	if len(first2) != 1 || !strings.Contains(string(data), `hostPath: "`+filepath.Join(store, first2[0], "core")+`"`) || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/core"`) {
 		t.Fatalf("driver folders %q; the spec does not mount the folder:\n%s", first2, data)
 	}
 	// Removed (someone cleaned /var/lib): check says the spec is stale

@@ -108,7 +108,7 @@ func TestMountOptions(t *testing.T) {
 		mountOf map[string]string
 		links   bool
 	}{
-		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/common", "/usr/bin/nvidia-smi": "/usr/lib/gpuctk/common", fw: "/usr/lib/gpuctk/common-data", sockPath: sockPath}, true},
+		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/core", "/usr/bin/nvidia-smi": "/usr/lib/gpuctk/core", fw: "/usr/lib/gpuctk/firmware", sockPath: sockPath}, true},
 		{"a mount per file", []string{"--driver-folder=false"}, map[string]string{lib: lib, "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: fw, sockPath: sockPath}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,7 +133,7 @@ func TestMountOptions(t *testing.T) {
 				`/usr/bin/nvidia-smi; /bin/usecuda; /bin/uconnect ` + sockPath + `; ` +
 				fw + ` 2>&1 || true; ` +
 				`for f in ` + lib + ` /usr/bin/nvidia-smi ` + fw + `; do echo "LINK $f $(readlink $f)"; done; ` +
-				`grep -E ' (/usr/lib/gpuctk/common(-data)?|` + lib + `|/usr/bin/nvidia-smi|(/usr)?` + fw + `|` + sockPath + `) ' /proc/self/mountinfo`
+				`grep -E ' (/usr/lib/gpuctk/(core|firmware)|` + lib + `|/usr/bin/nvidia-smi|(/usr)?` + fw + `|` + sockPath + `) ' /proc/self/mountinfo`
 			out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0", "--user", "1000:1000"}, script)
 			if err != nil {
 				t.Fatalf("podman: %v\n%s", err, out)
@@ -153,7 +153,7 @@ func TestMountOptions(t *testing.T) {
 			for _, f := range []string{lib, "/usr/bin/nvidia-smi", fw} {
 				want := "LINK " + f + " "
 				if tc.links {
-					want += tc.mountOf[f] + f
+					want += tc.mountOf[f] + "/" + filepath.Base(f)
 				}
 				if !strings.Contains(out, want+"\n") {
 					t.Errorf("inside, no %q", want)

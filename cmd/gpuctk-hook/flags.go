@@ -19,10 +19,10 @@ call it with the OCI state on stdin.
 Subcommands:
   setup      make the driver libraries' links and add them to the
              container's linker cache
-               --driver-file /FOLDER::/PATH
-                                      the driver's file PATH is in the folder
-                                      mounted at FOLDER: PATH becomes a link
-                                      to FOLDER/PATH, over whatever file the
+               --driver-file /FOLDER/NAME::/PATH
+                                      the driver's file PATH is NAME in the
+                                      folder mounted at FOLDER: PATH becomes
+                                      a link to it, over whatever file the
                                       image has there (repeatable)
                --link TARGET::/LINK   a link to make (repeatable)
                --library /PATH        a library to add to the cache (repeatable)

@@ -19,6 +19,11 @@ fi
 
 if [ "$1" = purge ]; then
 	rm -f /var/log/gpuctk-runtime.log
+	# The driver folders (hard links to the driver's files, see [cdi]
+	# driver-folder): on purge only, as a running container may have one
+	# mounted, and removing its links would take the files from it.
+	rm -rf /var/lib/gpuctk/driver
+	rmdir /var/lib/gpuctk 2>/dev/null || true
 	# dpkg removes the conffile; the folder may hold an admin's backups.
 	rmdir /etc/gpuctk 2>/dev/null || true
 fi

@@ -65,15 +65,15 @@ func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 		return path.Base(p)
 	}
 	for i := 1; i+1 < len(h.Args); i++ {
-		folder, file, _ := strings.Cut(h.Args[i+1], "::")
-		if h.Args[i] != "--driver-file" || !common[folder] {
+		target, file, _ := strings.Cut(h.Args[i+1], "::")
+		if h.Args[i] != "--driver-file" || !common[path.Dir(target)] {
 			continue
 		}
 		c.links = append(c.links, file)
 		if strings.Contains(path.Base(file), ".so") {
-			c.libs[folder+file] = sonameOf(file)
+			c.libs[target] = sonameOf(file)
 		} else {
-			c.files = append(c.files, folder+file)
+			c.files = append(c.files, target)
 		}
 	}
 	for _, m := range spec.ContainerEdits.Mounts {

@@ -77,7 +77,7 @@ func (b *bench) plugin() error {
 	// idle node; the first round is untimed (first use of the image).
 	rounds := b.o.pods
 	spec := filepath.Join(n.work, "cdi", "nvidia.yaml")
-	if data, err := os.ReadFile(spec); err != nil || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/common"`) {
+	if data, err := os.ReadFile(spec); err != nil || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/core"`) {
 		return fmt.Errorf("the plugin's spec %s does not mount the driver folder (the default): %v", spec, err)
 	}
 	b.step("timing: pod start, plain and with one nvidia.com/gpu, %d pairs", rounds)
@@ -100,7 +100,7 @@ func (b *bench) plugin() error {
 	}
 	if err := n.waitFor(30*time.Second, "the plugin's spec without the driver folder", func() bool {
 		data, err := os.ReadFile(spec)
-		return err == nil && !strings.Contains(string(data), "/usr/lib/gpuctk/common")
+		return err == nil && !strings.Contains(string(data), "/usr/lib/gpuctk/core")
 	}); err != nil {
 		return err
 	}

@@ -90,7 +90,7 @@ type node struct {
 const inspect = `ls -1 /dev/nvidia[0-9]* /dev/nvidia-caps/* /dev/dri/card* /dev/dri/renderD* 2>/dev/null | sort; ` +
 	`echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; env | grep ^CUDA_MPS_ | sort; ` +
 	`test -f /usr/lib/x86_64-linux-gnu/vdpau/libvdpau_nvidia.so.1 && echo VDPAU; ` +
-	`readlink -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 | grep -q '^/usr/lib/gpuctk/common/' && echo DRIVER-FOLDER; ` +
+	`readlink -f /usr/lib/x86_64-linux-gnu/libcuda.so.1 | grep -q '^/usr/lib/gpuctk/core/' && echo DRIVER-FOLDER; ` +
 	`test -S /tmp/nvidia-mps/control && echo MPS-SOCKET; echo DONE`
 
 // pod starts a static pod whose container asks for n of resource.
