@@ -10,5 +10,8 @@
 // have, for simulated hosts described without a root.
 //
 // Discovery produces CDI types directly: device nodes as specs.DeviceNode
-// and files as specs.Mount, ready for a spec's container edits.
+// and files as specs.Mount, ready for a spec's container edits. Gather
+// then moves the regular files into the driver folder, hard links under
+// the driver root that the spec mounts once per capability, the hook
+// linking each file's usual path to it (Files.Linked).
 package driver
