@@ -213,6 +213,12 @@ func makeFolder(dir string, files []gathered) error {
 			return fmt.Errorf("driver folder: hard link of %s into %s: %w", g.m.HostPath, parent, err)
 		}
 	}
+	// Another generate may have made it meanwhile: it stays, as a spec
+	// may name it already and containers have it mounted (removing it
+	// would empty their mount).
+	if holds(dir, files) {
+		return nil
+	}
 	// A folder left by a run that failed half-way, or of files that were
 	// replaced in place, goes first: rename does not replace a folder
 	// that holds anything.

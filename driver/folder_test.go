@@ -154,6 +154,20 @@ func TestGather(t *testing.T) {
 		}
 	}
 
+	// A second generate that found no folder and built one meanwhile
+	// keeps the first's: a container may have it mounted.
+	var before, after unix.Stat_t
+	unix.Stat(dir, &before)
+	if err := makeFolder(dir, folderFiles(root).gatherable(root)); err != nil {
+		t.Fatal(err)
+	}
+	if unix.Stat(dir, &after); after.Ino != before.Ino {
+		t.Errorf("a racing makeFolder replaced the folder (inode %d, was %d)", after.Ino, before.Ino)
+	}
+	if left, _ := filepath.Glob(filepath.Join(root, FolderStore, ".tmp-*")); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+
 	// Found again by a later run, made or not: hard links move a file's
 	// change time, which the folder's name must not depend on.
 	for _, create := range []bool{false, true} {
