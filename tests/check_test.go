@@ -210,6 +210,21 @@ func TestRefreshIfStale(t *testing.T) {
 	if len(first2) != 1 || !strings.Contains(string(data), `hostPath: "`+filepath.Join(store, first2[0], "core")+`"`) || !strings.Contains(string(data), `containerPath: "/usr/lib/gpuctk/core"`) {
 		t.Fatalf("driver folders %q; the spec does not mount the folder:\n%s", first2, data)
 	}
+	info := func() string {
+		stdout, stderr, code := gpuctkRun(t, env, "info", "--driver-root="+root, "--spec-dir", dir) // gpuctkRun puts --config third
+		if code != 0 {
+			t.Fatalf("info: exit %d\n%s", code, stderr)
+		}
+		for _, l := range lines(stdout) {
+			if strings.HasPrefix(l, "Driver files:") {
+				return strings.Join(strings.Fields(l), " ")
+			}
+		}
+		return ""
+	}
+	if got, want := info(), "Driver files: in the driver folder "+filepath.Join(store, first2[0])+", mounted once per capability"; got != want {
+		t.Errorf("info says %q, want %q", got, want)
+	}
 	// Removed (someone cleaned /var/lib): check says the spec is stale
 	// and makes nothing; the refresh makes it again.
 	if err := os.RemoveAll(store); err != nil {
@@ -219,6 +234,9 @@ func TestRefreshIfStale(t *testing.T) {
 	want = spec + ": common edits: driver folder " + filepath.Join(store, first2[0]) + " in the spec, which no longer holds the driver's files (removed, or a file reinstalled): the host's files are mounted one by one now (11 of the driver's files and links differ)"
 	if code != 1 || strings.TrimSpace(stdout) != want || len(folders()) != 0 {
 		t.Errorf("check with the driver folder gone: exit %d, folders %q, stdout %q; want 1, none made, and %q\n%s", code, folders(), stdout, want, stderr)
+	}
+	if got, want := info(), "Driver files: a mount each: no driver folder for these files yet (`gpuctk cdi generate` makes it where it can)"; got != want || len(folders()) != 0 {
+		t.Errorf("info with the driver folder gone says %q, want %q, and makes none (%q)", got, want, folders())
 	}
 	if _, stderr, code := gpuctkRun(t, env, refresh...); code != 0 || !slices.Equal(folders(), first2) {
 		t.Errorf("refresh with the driver folder gone: exit %d, folders %q, want %q\n%s", code, folders(), first2, stderr)

@@ -133,6 +133,7 @@ func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, 
 	b, err := buildFor(c, cfg, set, p, "yaml", false)
 	var r checkResult
 	if err == nil {
+		driverFiles(w, cfg, b)
 		r, err = checkSpecs(cfg, b.kind, b.data, b.files)
 	}
 	switch {
@@ -153,5 +154,20 @@ func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, 
 			break
 		}
 		fmt.Fprintf(w, "\tstale: %s\n", s)
+	}
+}
+
+// driverFiles says how the spec gives containers the driver's files: from
+// the driver folder, or a mount each, and why (see driver.Gather). Not
+// for a simulated host's standard files, which are not this machine's.
+func driverFiles(w io.Writer, cfg *config.Config, b *built) {
+	switch {
+	case b.files.DriverRoot == "":
+	case b.folder != "":
+		fmt.Fprintf(w, "Driver files:\tin the driver folder %s, mounted once per capability\n", b.folder)
+	case !*cfg.CDI.DriverFolder:
+		fmt.Fprintf(w, "Driver files:\ta mount each ([cdi] driver-folder = false)\n")
+	default:
+		fmt.Fprintf(w, "Driver files:\ta mount each: no driver folder for these files yet (`gpuctk cdi generate` makes it where it can)\n")
 	}
 }

@@ -237,6 +237,8 @@ func TestKubeletDaemonSet(t *testing.T) {
 			t.Errorf("the spec does not call the hook in --hook-dir, %s", wantHook)
 		}
 		// Rebased from /driver-root: the fake root's libraries and nodes.
+		// The DaemonSet's driver root is read-only: no driver folder can
+		// be made there, so each file is mounted (libcuda's host path).
 		for _, p := range []string{"dev/nvidia0", "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"} {
 			if !hostPaths[filepath.Join(h.driverRoot, p)] {
 				t.Errorf("the spec does not name the fake root's /%s", p)
