@@ -84,6 +84,7 @@ func FuzzParseSetup(f *testing.F) {
 	f.Add("--link\x00a::/b\x00--folder\x00/usr/lib")
 	f.Add("--x=1\x00--link")
 	f.Add("--ldconfig-timeout\x00-1s")
+	f.Add("--driver-file\x00/usr/lib/gpuctk/core/nvidia-smi::/usr/bin/nvidia-smi")
 	f.Fuzz(func(t *testing.T, joined string) {
 		var o hook.SetupOptions
 		parseSetup(io.Discard, strings.Split(joined, "\x00"), &o)
