@@ -206,8 +206,11 @@ func makeFolder(dir string, files []gathered) error {
 	}
 	for _, g := range files {
 		dst := filepath.Join(tmp, g.group, g.name)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return fmt.Errorf("driver folder: %w", err)
+		if _, err := os.Lstat(filepath.Dir(dst)); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(filepath.Dir(dst), 0o755); err != nil {
+				return fmt.Errorf("driver folder: %w", err)
+			}
+			copyLabel(filepath.Dir(g.m.HostPath), filepath.Dir(dst))
 		}
 		if err := unix.Linkat(unix.AT_FDCWD, g.m.HostPath, unix.AT_FDCWD, dst, 0); err != nil {
 			return fmt.Errorf("driver folder: hard link of %s into %s: %w", g.m.HostPath, parent, err)
@@ -244,6 +247,23 @@ func makeFolder(dir string, files []gathered) error {
 	}
 	return nil
 }
+
+// copyLabel gives dst the SELinux label of src, where there is one: a
+// container's processes look files up through the group's folder, which
+// must then be as readable to them as the driver's own library folder
+// (a folder under /var/lib would otherwise have var_lib_t). The files,
+// hard links, keep their own labels. Elsewhere it does nothing.
+func copyLabel(src, dst string) {
+	buf := make([]byte, 256)
+	n, err := unix.Lgetxattr(src, selinuxXattr, buf)
+	if err != nil || n <= 0 {
+		return
+	}
+	unix.Lsetxattr(dst, selinuxXattr, buf[:n], 0) // best effort, as podman's relabel is
+}
+
+// selinuxXattr holds a file's SELinux label.
+const selinuxXattr = "security.selinux"
 
 // tmpPrefix starts the names of folders makeFolder is building.
 const tmpPrefix = ".tmp-"
