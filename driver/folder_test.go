@@ -103,10 +103,28 @@ func TestGather(t *testing.T) {
 		t.Fatalf("Gather without create made %s: %v", FolderStore, err)
 	}
 
+	// An SELinux label on the libraries' folder (root may set one where
+	// SELinux is off): the core folder takes it.
+	const label = "system_u:object_r:lib_t:s0\x00"
+	labelled := os.Geteuid() == 0
+	if labelled {
+		if err := unix.Lsetxattr(filepath.Join(root, lib), "security.selinux", []byte(label), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f = folderFiles(root)
 	dir, err = f.Gather(root, true)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if labelled {
+		buf := make([]byte, 64)
+		n, err := unix.Lgetxattr(filepath.Join(dir, "core"), "security.selinux", buf)
+		if err != nil || string(buf[:max(n, 0)]) != label {
+			t.Errorf("core folder's label %q, %v; want the library folder's %q", buf[:max(n, 0)], err, label)
+		}
+	} else {
+		t.Log("not root: the SELinux label's copy is not tried")
 	}
 	if !strings.HasPrefix(dir, filepath.Join(root, FolderStore, "580.65.06-")) {
 		t.Fatalf("folder %s: want one of driver 580.65.06 in %s", dir, FolderStore)
