@@ -41,8 +41,8 @@ const FolderStore = "/var/lib/gpuctk/driver"
 //
 // Short on purpose: the hook's links point there, and ext4 keeps a link
 // whose target is under 60 bytes in its inode ("fast symlink"), where a
-// longer one costs a data block; in a container's overlay on this
-// project's test disks that made each link twice as slow to create.
+// longer one costs a data block: on this project's test disk, twice the
+// time to create, and far more while the disk writes back.
 // /usr/lib/gpuctk/core/ and the longest core file's name
 // (libnvidia-ptxjitcompiler.so.580.105.08) take 59 bytes.
 const FolderMounts = "/usr/lib/gpuctk"
