@@ -47,14 +47,20 @@ func TestSetupDriverFiles(t *testing.T) {
 		plant  func(t *testing.T, root string)
 		// fails is what the one line of error says; "" for success.
 		fails string
+		// kept is an image file left as it is, with a warning.
+		kept string
 	}{
 		{name: "files linked"},
 		{name: "files linked, without openat2", osRoot: true},
-		{name: "image's own file replaced", plant: func(t *testing.T, root string) {
+		// The image's link is replaced; its own file is never removed:
+		// outside a container's mount namespace (here) it is left, with
+		// a warning (in one, the driver's is mounted over it: see
+		// tests/mounts_test.go).
+		{name: "image's own link replaced, its file kept", plant: func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755)
 			os.WriteFile(filepath.Join(root, "usr/bin/nvidia-smi"), []byte("image's"), 0o755)
 			os.Symlink("/nowhere", filepath.Join(root, libDir, "libcuda.so.580.65.06"))
-		}},
+		}, kept: "/usr/bin/nvidia-smi"},
 		{name: "image has a folder there", plant: func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "usr/bin/nvidia-smi"), 0o755)
 		}, fails: "driver file /usr/bin/nvidia-smi: the image has a folder there"},
@@ -83,6 +89,15 @@ func TestSetupDriverFiles(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
+			if tc.kept != "" {
+				data, err := os.ReadFile(filepath.Join(root, tc.kept))
+				if string(data) != "image's" || err != nil {
+					t.Errorf("the image's %s is now %q, %v", tc.kept, data, err)
+				}
+				if want := "gpuctk-hook: warning: " + tc.kept + " is the image's own file: left as it is (not in the container's mount namespace: no mount over it)\n"; stderr != want {
+					t.Errorf("stderr %q, want %q", stderr, want)
+				}
+			}
 			// Each file of the mounted folder is at its usual path, the
 			// image's own replaced; the graphics folder is not mounted,
 			// so its file and the link to it are not made.
@@ -94,6 +109,9 @@ func TestSetupDriverFiles(t *testing.T) {
 				libDir + "/libGLX_nvidia.so.580.65.06":   "",
 				libDir + "/libGLX_nvidia.so.0":           "",
 			} {
+				if link == tc.kept {
+					continue
+				}
 				got, err := os.Readlink(filepath.Join(root, link))
 				if want == "" {
 					if !os.IsNotExist(err) {

@@ -220,14 +220,17 @@ func (s *setup) driverFile(target, file string) error {
 			if cur, err := d.Readlink(base); err == nil && cur == target {
 				break // made by an earlier start of this container
 			}
-			fallthrough
-		default:
 			if err := d.Remove(base); err != nil {
 				return fmt.Errorf("driver file %s: %w", file, err)
 			}
 			if err := d.Symlink(target, base); err != nil {
 				return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
 			}
+		default:
+			// The image's own file: covered, as the file's mount would
+			// cover it, never removed (podman --rootfs runs on the
+			// user's own folder).
+			return s.coverFile(d, base, target, file)
 		}
 	} else if err != nil {
 		return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
@@ -240,6 +243,66 @@ func (s *setup) driverFile(target, file string) error {
 	}
 	s.made[path.Clean(file)] = true
 	s.env.debugf("driver file %s -> %s", file, target)
+	return nil
+}
+
+// coverFile bind-mounts target, the driver's file in its folder mount,
+// read-only over base in d, a file the image has where the driver's goes,
+// as runc mounts a spec's file. Only in the container's own mount
+// namespace, outside a user namespace (see protectDeviceNodes): elsewhere
+// the image's file is left, with a warning. The mount goes from and onto
+// descriptors opened in the root without following links.
+func (s *setup) coverFile(d folder, base, target, file string) error {
+	if !inInitialUserNS() {
+		s.warn("%s is the image's own file: left as it is (a container with a user namespace: no mount over it)", file)
+		return nil
+	}
+	if proc, err := procMounted(s.rootFD); err != nil || !proc {
+		s.warn("%s is the image's own file: left as it is (not in the container's mount namespace: no mount over it)", file)
+		return nil
+	}
+	dir, name := path.Split(strings.TrimPrefix(target, "/"))
+	fd, err := s.folder(dir)
+	if err != nil {
+		return fmt.Errorf("driver file %s: %w", file, err)
+	}
+	src, err := fd.OpenFile(name, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("driver file %s: %w", file, err)
+	}
+	defer src.Close()
+	dst, err := d.OpenFile(base, unix.O_PATH, 0)
+	if err != nil {
+		return fmt.Errorf("driver file %s: %w", file, err)
+	}
+	defer dst.Close()
+	for _, f := range []*os.File{src, dst} {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			return fmt.Errorf("driver file %s: %w", file, err)
+		}
+		if t := st.Mode & unix.S_IFMT; t == unix.S_IFDIR || t == unix.S_IFLNK {
+			return fmt.Errorf("driver file %s: %s changed under the hook", file, f.Name())
+		}
+	}
+	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
+	if err != nil {
+		return fmt.Errorf("driver file %s: open_tree %s: %w", file, target, err)
+	}
+	defer unix.Close(tree)
+	// As the folder's mount, which noexec firmware keeps from the clone.
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("driver file %s: mount_setattr: %w", file, err)
+	}
+	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("driver file %s: mount %s over the image's file: %w", file, target, err)
+	}
+	if s.made == nil {
+		s.made = map[string]bool{}
+	}
+	s.made[path.Clean(file)] = true
+	s.env.debugf("driver file %s: the image's file covered by %s", file, target)
 	return nil
 }
 

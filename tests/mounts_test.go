@@ -108,7 +108,9 @@ func TestMountOptions(t *testing.T) {
 		mountOf map[string]string
 		links   bool
 	}{
-		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/core", "/usr/bin/nvidia-smi": "/usr/lib/gpuctk/core", fw: "/usr/lib/gpuctk/firmware", sockPath: sockPath}, true},
+		// The image has its own /usr/bin/nvidia-smi: the hook mounts the
+		// driver's over it, as runc would, and never removes it.
+		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/core", "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: "/usr/lib/gpuctk/firmware", sockPath: sockPath}, true},
 		{"a mount per file", []string{"--driver-folder=false"}, map[string]string{lib: lib, "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: fw, sockPath: sockPath}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +123,13 @@ func TestMountOptions(t *testing.T) {
 			}
 			gccBuild(t, filepath.Join(rootfs, "bin"), "uconnect", uconnectSrc, "-static")
 			gccBuild(t, filepath.Join(rootfs, "bin"), "usecuda", usecudaSrc, cuda)
+			imageSmi := filepath.Join(rootfs, "usr/bin/nvidia-smi")
+			if err := os.MkdirAll(filepath.Dir(imageSmi), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(imageSmi, []byte("#!/bin/sh\necho the image's own\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			vendor := uniqueVendor()
 			spec := systemSpecPath(t, vendor)
 			run(t, bin("gpuctk"), append([]string{"cdi", "generate", "--simulate", "l40s", "--driver-root", driverRoot,
@@ -152,12 +161,18 @@ func TestMountOptions(t *testing.T) {
 			}
 			for _, f := range []string{lib, "/usr/bin/nvidia-smi", fw} {
 				want := "LINK " + f + " "
-				if tc.links {
+				if tc.links && tc.mountOf[f] != f {
 					want += tc.mountOf[f] + "/" + filepath.Base(f)
 				}
 				if !strings.Contains(out, want+"\n") {
 					t.Errorf("inside, no %q", want)
 				}
+			}
+			if data, err := os.ReadFile(imageSmi); err != nil || !strings.Contains(string(data), "the image's own") {
+				t.Errorf("the image's /usr/bin/nvidia-smi is now %q, %v", data, err)
+			}
+			if strings.Contains(out, "the image's own") {
+				t.Errorf("the image's nvidia-smi ran, not the driver's")
 			}
 			// Each mount's own options (mountinfo's sixth field).
 			for path, want := range map[string][]string{
