@@ -113,10 +113,7 @@ func Setup(e *Env, o SetupOptions) error {
 		if err := s.symlink(target, link); err != nil {
 			return err
 		}
-		if s.made == nil {
-			s.made = map[string]bool{}
-		}
-		s.made[path.Clean(link)] = true
+		s.markMade(link)
 		e.debugf("link %s -> %s", link, target)
 	}
 	if o.Params != "" {
@@ -176,11 +173,11 @@ func Setup(e *Env, o SetupOptions) error {
 // driverFile makes file a link to target, the driver's file in a folder
 // mount, when the container has that folder: the spec lists the files of
 // every capability, and each container gets the folders of the
-// capabilities it has. A mount of the file would cover
-// whatever the image has at its path: a file or a link there is replaced
-// (in the container's own layer), a folder fails the hook, as it fails
-// such a mount. The link is absolute: resolved in the container's root,
-// whatever links the image has in the way.
+// capabilities it has. A mount of the file would cover whatever the image
+// has at its path: a link there is replaced, a file covered (coverFile), a
+// folder fails the hook, as it fails such a mount. The link is absolute:
+// resolved in the container's root, whatever links the image has in the
+// way.
 func (s *setup) driverFile(target, file string) error {
 	folder := path.Dir(target)
 	// The folder is looked up once, not each file in it: the spec mounts
@@ -238,10 +235,7 @@ func (s *setup) driverFile(target, file string) error {
 	if err := s.chown(rel); err != nil {
 		return err
 	}
-	if s.made == nil {
-		s.made = map[string]bool{}
-	}
-	s.made[path.Clean(file)] = true
+	s.markMade(file)
 	s.env.debugf("driver file %s -> %s", file, target)
 	return nil
 }
@@ -298,12 +292,18 @@ func (s *setup) coverFile(d folder, base, target, file string) error {
 	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return fmt.Errorf("driver file %s: mount %s over the image's file: %w", file, target, err)
 	}
+	s.markMade(file)
+	s.env.debugf("driver file %s: the image's file covered by %s", file, target)
+	return nil
+}
+
+// markMade records that the link (or mount) at p, absolute in the
+// container, was made: present then counts it without a lookup.
+func (s *setup) markMade(p string) {
 	if s.made == nil {
 		s.made = map[string]bool{}
 	}
-	s.made[path.Clean(file)] = true
-	s.env.debugf("driver file %s: the image's file covered by %s", file, target)
-	return nil
+	s.made[path.Clean(p)] = true
 }
 
 // present reports whether p (absolute, in the container) is in the root: a
