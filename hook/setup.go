@@ -110,7 +110,7 @@ func Setup(e *Env, o SetupOptions) error {
 		if err := s.mkdirs(path.Dir(link)); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}
-		if err := s.symlink(target, link); err != nil {
+		if err := s.symlink(target, link, nil); err != nil {
 			return err
 		}
 		s.markMade(link)
@@ -179,60 +179,39 @@ func Setup(e *Env, o SetupOptions) error {
 // resolved in the container's root, whatever links the image has in the
 // way.
 func (s *setup) driverFile(target, file string) error {
-	folder := path.Dir(target)
+	mount := path.Dir(target)
 	// The folder is looked up once, not each file in it: the spec mounts
 	// it whole, read-only, with every file it lists.
-	mounted, known := s.mounts[folder]
+	mounted, known := s.mounts[mount]
 	if !known {
 		var err error
-		if mounted, err = s.present(folder, true); err != nil {
-			return fmt.Errorf("driver file %s: %s: %w", file, folder, err)
+		if mounted, err = s.present(mount, true); err != nil {
+			return fmt.Errorf("driver file %s: %s: %w", file, mount, err)
 		}
 		if s.mounts == nil {
 			s.mounts = map[string]bool{}
 		}
-		s.mounts[folder] = mounted
+		s.mounts[mount] = mounted
 	}
 	if !mounted {
-		s.env.debugf("driver file %s skipped: %s is not in the container", file, folder)
+		s.env.debugf("driver file %s skipped: %s is not in the container", file, mount)
 		return nil
 	}
 	if err := s.mkdirs(path.Dir(file)); err != nil {
 		return fmt.Errorf("driver file %s: %w", file, err)
 	}
-	rel := strings.TrimPrefix(path.Clean(file), "/")
-	dir, base := path.Split(rel)
-	d, err := s.folder(dir)
-	if err != nil {
-		return fmt.Errorf("driver file %s: %w", file, err)
-	}
-	if err := d.Symlink(target, base); errors.Is(err, fs.ErrExist) {
-		st, err := d.Lstat(base)
-		switch {
-		case err != nil:
-			return fmt.Errorf("driver file %s: %w", file, err)
-		case st.IsDir():
+	covered := false
+	err := s.symlink(target, file, func(d folder, base string, st fs.FileInfo) error {
+		if st.IsDir() {
 			return fmt.Errorf("driver file %s: the image has a folder there, where the driver's file goes", file)
-		case st.Mode()&fs.ModeSymlink != 0:
-			if cur, err := d.Readlink(base); err == nil && cur == target {
-				break // made by an earlier start of this container
-			}
-			if err := d.Remove(base); err != nil {
-				return fmt.Errorf("driver file %s: %w", file, err)
-			}
-			if err := d.Symlink(target, base); err != nil {
-				return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
-			}
-		default:
-			// The image's own file: covered, as the file's mount would
-			// cover it, never removed (podman --rootfs runs on the
-			// user's own folder).
-			return s.coverFile(d, base, target, file)
 		}
-	} else if err != nil {
-		return fmt.Errorf("driver file %s -> %s: %w", file, target, err)
-	}
-	if err := s.chown(rel); err != nil {
+		// The image's own file: covered, as the file's mount would
+		// cover it, never removed (podman --rootfs runs on the user's
+		// own folder).
+		covered = true
+		return s.coverFile(d, base, target, file)
+	})
+	if err != nil || covered {
 		return err
 	}
 	s.markMade(file)
@@ -563,9 +542,10 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 }
 
 // symlink makes link point at target inside root. An existing symlink is
-// replaced; anything else at that path belongs to the image and is left
-// alone with a warning.
-func (s *setup) symlink(target, link string) error {
+// replaced; anything else at that path belongs to the image and goes to
+// taken, whose answer is symlink's; a nil taken leaves it alone with a
+// warning.
+func (s *setup) symlink(target, link string, taken func(d folder, base string, st fs.FileInfo) error) error {
 	rel := strings.TrimPrefix(path.Clean(link), "/")
 	// Through the link's folder, opened once for all its links: each call
 	// on the root resolves the whole path again, a few syscalls per
@@ -593,6 +573,8 @@ func (s *setup) symlink(target, link string) error {
 		if err := d.Remove(base); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}
+	case err == nil && taken != nil:
+		return taken(d, base, st)
 	case err == nil:
 		s.warn("%s exists in the image and is not a link; left as it is", link)
 		return nil
