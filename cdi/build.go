@@ -2,7 +2,6 @@ package cdi
 
 import (
 	"path/filepath"
-	"strings"
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
@@ -38,7 +37,7 @@ func rebase(spec *specs.Spec, from, to string) {
 	}
 	from = filepath.Clean(from)
 	move := func(p string) string {
-		if rel, err := filepath.Rel(from, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		if rel, under := driver.Root(from).Rel(p); under {
 			return filepath.Join(to, rel)
 		}
 		return p

@@ -26,6 +26,13 @@ type Root string
 // Join returns the host path of p, an absolute path under the root.
 func (r Root) Join(p string) string { return filepath.Join(string(r), p) }
 
+// Rel returns host path p relative to the root, and whether p is under it
+// (the root itself included).
+func (r Root) Rel(p string) (string, bool) {
+	rel, err := filepath.Rel(string(r), p)
+	return rel, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
 // LibDirs are searched, in order, when the root's linker cache does not
 // name a library: the folders distributions and driver containers use.
 var LibDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib", "/usr/local/nvidia/lib64"}

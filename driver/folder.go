@@ -129,8 +129,7 @@ func (f *Files) gatherable(driverRoot string) []gathered {
 	taken := map[string]bool{} // group/name
 	add := func(base string, mounts []*specs.Mount) {
 		for _, m := range mounts {
-			rel, err := filepath.Rel(driverRoot, m.HostPath)
-			if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || !path.IsAbs(m.ContainerPath) {
+			if _, under := Root(driverRoot).Rel(m.HostPath); !under || !path.IsAbs(m.ContainerPath) {
 				continue
 			}
 			g := gathered{base: base, m: m}
