@@ -10,6 +10,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/hook"
@@ -23,7 +24,7 @@ import (
 // the files of one driver capability beyond compute and utility
 // (capability-graphics, ...). They are no GPU: a
 // container asks for one beside its GPUs.
-func IsCapability(name string) bool { return strings.HasPrefix(name, driver.DevicePrefix) }
+func IsCapability(name string) bool { return strings.HasPrefix(name, capability.DevicePrefix) }
 
 // HookSetup is the gpuctk-hook subcommand the spec calls at container
 // creation: library links and linker cache in one invocation.
@@ -171,7 +172,7 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 // expand "all" into the devices the spec has.
 func capabilityDevices(f *driver.Files) []specs.Device {
 	var out []specs.Device
-	for _, c := range driver.Extra() {
+	for _, c := range capability.Extra() {
 		if m := f.CapabilityMounts[c]; len(m) > 0 {
 			out = append(out, specs.Device{Name: c.Device(), ContainerEdits: specs.ContainerEdits{Mounts: m}})
 		}

@@ -16,6 +16,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
@@ -158,7 +159,7 @@ func TestInjectEveryName(t *testing.T) {
 				t.Fatalf("spec errors: %v", errs)
 			}
 			devices := cache.ListDevices()
-			if want := sum.Devices + len(driver.Extra()); len(devices) != want {
+			if want := sum.Devices + len(capability.Extra()); len(devices) != want {
 				t.Fatalf("cache lists %d devices, summary says %d and %d capability devices", len(devices), sum.Devices, want-sum.Devices)
 			}
 			for _, d := range devices {
@@ -461,7 +462,7 @@ func TestListConflicts(t *testing.T) {
 	}
 	for _, c := range conflicts {
 		// The summary counts no capability device; a conflict names them.
-		if want := sum.Devices + len(driver.Extra()); len(c.Names) != want {
+		if want := sum.Devices + len(capability.Extra()); len(c.Names) != want {
 			t.Errorf("%s: %d names, want %d", c, len(c.Names), want)
 		}
 		if !strings.Contains(c.String(), c.Files[0]+" and "+c.Files[1]+" both define ") {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
@@ -248,7 +248,7 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.Kubernetes.MIGStrategy, MIGNone)
 	if c.Kubernetes.DriverCapabilities == nil {
-		c.Kubernetes.DriverCapabilities = []string{string(driver.Compute), string(driver.Utility)}
+		c.Kubernetes.DriverCapabilities = []string{string(capability.Compute), string(capability.Utility)}
 	}
 	if c.Kubernetes.DeviceListStrategy == nil {
 		c.Kubernetes.DeviceListStrategy = []string{ListCDICRI}
@@ -341,8 +341,8 @@ func (k *Kubernetes) validate() error {
 			return err
 		}
 	}
-	known := []string{string(driver.Compute), string(driver.Utility)}
-	for _, c := range driver.Extra() {
+	known := []string{string(capability.Compute), string(capability.Utility)}
+	for _, c := range capability.Extra() {
 		known = append(known, string(c))
 	}
 	for _, c := range k.DriverCapabilities {

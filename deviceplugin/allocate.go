@@ -9,8 +9,8 @@ import (
 	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -59,9 +59,9 @@ func allocate(r *offer.Resource, kind string, strategies []string, caps []string
 				c.Envs = map[string]string{"NVIDIA_VISIBLE_DEVICES": strings.Join(ids, ",")}
 				if len(caps) > 0 {
 					// gpuctk-runtime maps the variable back onto the devices.
-					list := []string{string(driver.Compute), string(driver.Utility)}
+					list := []string{string(capability.Compute), string(capability.Utility)}
 					for _, d := range caps {
-						list = append(list, strings.TrimPrefix(d, driver.DevicePrefix))
+						list = append(list, strings.TrimPrefix(d, capability.DevicePrefix))
 					}
 					c.Envs["NVIDIA_DRIVER_CAPABILITIES"] = strings.Join(list, ",")
 				}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/hook"
 	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/inventory"
@@ -59,9 +59,9 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated, Runtime: cfg}
-	devices, _ := driver.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
+	devices, _ := capability.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
 	for _, dev := range devices {
-		name := strings.TrimPrefix(dev, driver.DevicePrefix)
+		name := strings.TrimPrefix(dev, capability.DevicePrefix)
 		switch {
 		case slices.Contains(caps, dev):
 			st.Capabilities = append(st.Capabilities, dev)

@@ -7,73 +7,13 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/capability"
 )
-
-// Capability is a driver capability, as NVIDIA_DRIVER_CAPABILITIES names
-// it: which of the driver's files a container gets.
-type Capability string
-
-// The driver capabilities. Compute and utility are every container's (the
-// spec's common edits); each other one is a device of its own.
-const (
-	Compute      Capability = "compute"
-	Utility      Capability = "utility"
-	Video        Capability = "video"
-	Graphics     Capability = "graphics"
-	Display      Capability = "display"
-	NGX          Capability = "ngx"
-	OptiX        Capability = "optix"
-	PKCS11       Capability = "pkcs11"
-	SandboxUtils Capability = "sandboxutils"
-)
-
-// DevicePrefix starts the names of the capability devices in the spec:
-// capability-graphics, capability-video, ... ("all" is each of them).
-const DevicePrefix = "capability-"
-
-// Device returns the name of a capability's device in the spec.
-func (c Capability) Device() string { return DevicePrefix + string(c) }
-
-// Extra returns the capabilities beyond compute and utility, in the order
-// the spec lists their devices.
-func Extra() []Capability {
-	return []Capability{Graphics, Video, Display, NGX, OptiX, PKCS11, SandboxUtils}
-}
-
-// Devices returns the capability devices a list of capability names, as
-// NVIDIA_DRIVER_CAPABILITIES spells them, asks for, each once and in the
-// list's order, and the names that are no capability. Compute and utility
-// ask for none (they are every container's); "all" asks for every one,
-// in Extra's order, whatever else the list holds.
-func Devices(names []string) (devices, unknown []string) {
-	known := map[string]bool{}
-	for _, c := range Extra() {
-		known[string(c)] = true
-	}
-	for _, n := range names {
-		switch {
-		case n == "" || n == string(Compute) || n == string(Utility):
-		case n == "all":
-			devices = devices[:0]
-			for _, c := range Extra() {
-				devices = append(devices, c.Device())
-			}
-			return devices, nil
-		case !known[n]:
-			if !slices.Contains(unknown, n) {
-				unknown = append(unknown, n)
-			}
-		case !slices.Contains(devices, Capability(n).Device()):
-			devices = append(devices, Capability(n).Device())
-		}
-	}
-	return devices, unknown
-}
 
 // check is how a data file's content is checked before it is mounted.
 type check int
@@ -90,7 +30,7 @@ const (
 // file, an X11 snippet, an Xorg module, a data blob. paths are where
 // installs put it, the first found wins; "%v" is the driver version.
 type dataFile struct {
-	cap   Capability
+	cap   capability.Capability
 	paths []string
 	check check
 	// link is a link next to it, "target::name", that the packages ship
@@ -102,24 +42,24 @@ type dataFile struct {
 // are in the xorg module folders, which Xorg loads by path: they are not
 // libraries for the linker cache.
 var dataFiles = []dataFile{
-	{cap: Compute, paths: []string{"/etc/OpenCL/vendors/nvidia.icd"}, check: libraryName},
-	{cap: Graphics, paths: []string{"/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/etc/glvnd/egl_vendor.d/10_nvidia.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json", "/etc/egl/egl_external_platform.d/10_nvidia_wayland.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", "/etc/egl/egl_external_platform.d/15_nvidia_gbm.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json", "/etc/egl/egl_external_platform.d/20_nvidia_xcb.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/20_nvidia_xlib.json", "/etc/egl/egl_external_platform.d/20_nvidia_xlib.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json"}, check: icdJSON},
-	{cap: Graphics, paths: []string{"/usr/share/vulkan/implicit_layer.d/nvidia_layers.json", "/etc/vulkan/implicit_layer.d/nvidia_layers.json"}, check: layerJSON},
-	{cap: Graphics, paths: []string{"/usr/share/vulkansc/icd.d/nvidia_icd.json", "/etc/vulkansc/icd.d/nvidia_icd.json"}, check: icdJSON},
-	{cap: Display, paths: []string{"/usr/share/X11/xorg.conf.d/10-nvidia.conf", "/etc/X11/xorg.conf.d/10-nvidia.conf"}},
-	{cap: Display, paths: []string{"/usr/share/X11/xorg.conf.d/nvidia-drm-outputclass.conf", "/etc/X11/xorg.conf.d/nvidia-drm-outputclass.conf"}},
-	{cap: Display, paths: []string{"/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/lib64/xorg/modules/drivers/nvidia_drv.so", "/usr/lib/x86_64-linux-gnu/nvidia/xorg/nvidia_drv.so"}},
-	{cap: Display, paths: []string{"/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so.%v", "/usr/lib64/xorg/modules/extensions/libglxserver_nvidia.so.%v", "/usr/lib/x86_64-linux-gnu/nvidia/xorg/libglxserver_nvidia.so.%v"},
+	{cap: capability.Compute, paths: []string{"/etc/OpenCL/vendors/nvidia.icd"}, check: libraryName},
+	{cap: capability.Graphics, paths: []string{"/usr/share/glvnd/egl_vendor.d/10_nvidia.json", "/etc/glvnd/egl_vendor.d/10_nvidia.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/10_nvidia_wayland.json", "/etc/egl/egl_external_platform.d/10_nvidia_wayland.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", "/etc/egl/egl_external_platform.d/15_nvidia_gbm.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json", "/etc/egl/egl_external_platform.d/20_nvidia_xcb.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/egl/egl_external_platform.d/20_nvidia_xlib.json", "/etc/egl/egl_external_platform.d/20_nvidia_xlib.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/vulkan/icd.d/nvidia_icd.json", "/etc/vulkan/icd.d/nvidia_icd.json"}, check: icdJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/vulkan/implicit_layer.d/nvidia_layers.json", "/etc/vulkan/implicit_layer.d/nvidia_layers.json"}, check: layerJSON},
+	{cap: capability.Graphics, paths: []string{"/usr/share/vulkansc/icd.d/nvidia_icd.json", "/etc/vulkansc/icd.d/nvidia_icd.json"}, check: icdJSON},
+	{cap: capability.Display, paths: []string{"/usr/share/X11/xorg.conf.d/10-nvidia.conf", "/etc/X11/xorg.conf.d/10-nvidia.conf"}},
+	{cap: capability.Display, paths: []string{"/usr/share/X11/xorg.conf.d/nvidia-drm-outputclass.conf", "/etc/X11/xorg.conf.d/nvidia-drm-outputclass.conf"}},
+	{cap: capability.Display, paths: []string{"/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/lib64/xorg/modules/drivers/nvidia_drv.so", "/usr/lib/x86_64-linux-gnu/nvidia/xorg/nvidia_drv.so"}},
+	{cap: capability.Display, paths: []string{"/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so.%v", "/usr/lib64/xorg/modules/extensions/libglxserver_nvidia.so.%v", "/usr/lib/x86_64-linux-gnu/nvidia/xorg/libglxserver_nvidia.so.%v"},
 		link: "libglxserver_nvidia.so.%v::libglxserver_nvidia.so"},
-	{cap: OptiX, paths: []string{"/usr/share/nvidia/nvoptix.bin"}},
-	{cap: NGX, paths: []string{"/usr/lib/x86_64-linux-gnu/nvidia/wine/nvngx.dll", "/usr/lib64/nvidia/wine/nvngx.dll"}},
-	{cap: NGX, paths: []string{"/usr/lib/x86_64-linux-gnu/nvidia/wine/_nvngx.dll", "/usr/lib64/nvidia/wine/_nvngx.dll"}},
-	{cap: SandboxUtils, paths: []string{"/usr/share/nvidia/files.d/sandboxutils-filelist.json"}, check: jsonObject},
+	{cap: capability.OptiX, paths: []string{"/usr/share/nvidia/nvoptix.bin"}},
+	{cap: capability.NGX, paths: []string{"/usr/lib/x86_64-linux-gnu/nvidia/wine/nvngx.dll", "/usr/lib64/nvidia/wine/nvngx.dll"}},
+	{cap: capability.NGX, paths: []string{"/usr/lib/x86_64-linux-gnu/nvidia/wine/_nvngx.dll", "/usr/lib64/nvidia/wine/_nvngx.dll"}},
+	{cap: capability.SandboxUtils, paths: []string{"/usr/share/nvidia/files.d/sandboxutils-filelist.json"}, check: jsonObject},
 }
 
 // maxDataFile caps what is read of a file to check: the driver's JSON files
@@ -169,7 +109,7 @@ func (f *Files) findDataFiles(r Root) {
 
 func (f *Files) capMountLists() [][]*specs.Mount {
 	var out [][]*specs.Mount
-	for _, c := range Extra() {
+	for _, c := range capability.Extra() {
 		out = append(out, f.CapabilityMounts[c])
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/capability"
 )
 
 // Files is what a container needs from the driver, beyond the nodes of the
@@ -21,7 +23,7 @@ type Files struct {
 	Mounts []*specs.Mount
 	// CapabilityMounts are the files of every other capability present
 	// (graphics, video, display, ...): each becomes a capability device.
-	CapabilityMounts map[Capability][]*specs.Mount
+	CapabilityMounts map[capability.Capability][]*specs.Mount
 	// Links are the symbolic links the hook creates in the container, as
 	// "target::link" with the link's absolute path (SONAME and .so links),
 	// for every capability: the hook makes a link only when its target is
@@ -81,7 +83,7 @@ func (f *Files) MIGNodes(gpuMinor, gi, ci int) ([]*specs.DeviceNode, error) {
 // name and the SONAME the driver gives it ("" when the SONAME is the file
 // name itself, as for libnvidia-gpucomp).
 type library struct {
-	cap    Capability
+	cap    capability.Capability
 	base   string
 	soname string
 	// devLink adds base.so -> SONAME, which some applications dlopen.
@@ -101,44 +103,44 @@ type library struct {
 // encode, opticalflow), which CUDA programs link and the common edits
 // have always carried.
 var libraries = []library{
-	{cap: Compute, base: "libcuda", soname: "libcuda.so.1", devLink: true, required: true},
-	{cap: Compute, base: "libcudadebugger", soname: "libcudadebugger.so.1", devLink: true},
-	{cap: Utility, base: "libnvidia-ml", soname: "libnvidia-ml.so.1", devLink: true, required: true},
-	{cap: Compute, base: "libnvidia-ptxjitcompiler", soname: "libnvidia-ptxjitcompiler.so.1", devLink: true},
-	{cap: Compute, base: "libnvidia-nvvm", soname: "libnvidia-nvvm.so.4", devLink: true},
-	{cap: Compute, base: "libnvidia-opencl", soname: "libnvidia-opencl.so.1"},
-	{cap: Compute, base: "libnvidia-gpucomp"},
-	{cap: Compute, base: "libnvidia-allocator", soname: "libnvidia-allocator.so.1", devLink: true},
-	{cap: Utility, base: "libnvidia-cfg", soname: "libnvidia-cfg.so.1", devLink: true},
-	{cap: Compute, base: "libnvidia-opticalflow", soname: "libnvidia-opticalflow.so.1", devLink: true},
-	{cap: Compute, base: "libnvcuvid", soname: "libnvcuvid.so.1", devLink: true},
-	{cap: Compute, base: "libnvidia-encode", soname: "libnvidia-encode.so.1", devLink: true},
-	{cap: Video, base: "libvdpau_nvidia", soname: "libvdpau_nvidia.so.1", dir: "vdpau", devLink: true},
-	{cap: Graphics, base: "libGLX_nvidia", soname: "libGLX_nvidia.so.0"},
-	{cap: Graphics, base: "libEGL_nvidia", soname: "libEGL_nvidia.so.0"},
-	{cap: Graphics, base: "libGLESv2_nvidia", soname: "libGLESv2_nvidia.so.2"},
-	{cap: Graphics, base: "libGLESv1_CM_nvidia", soname: "libGLESv1_CM_nvidia.so.1"},
-	{cap: Graphics, base: "libnvidia-eglcore"},
-	{cap: Graphics, base: "libnvidia-glcore"},
-	{cap: Graphics, base: "libnvidia-glsi"},
-	{cap: Graphics, base: "libnvidia-tls"},
-	{cap: Graphics, base: "libnvidia-glvkspirv"},
-	{cap: Graphics, base: "libnvidia-rtcore"},
-	{cap: Graphics, base: "libnvoptix", soname: "libnvoptix.so.1"},
-	{cap: Graphics, base: "libnvidia-fbc", soname: "libnvidia-fbc.so.1", devLink: true},
-	{cap: Graphics, base: "libnvidia-vksc-core", soname: "libnvidia-vksc-core.so.1"},
+	{cap: capability.Compute, base: "libcuda", soname: "libcuda.so.1", devLink: true, required: true},
+	{cap: capability.Compute, base: "libcudadebugger", soname: "libcudadebugger.so.1", devLink: true},
+	{cap: capability.Utility, base: "libnvidia-ml", soname: "libnvidia-ml.so.1", devLink: true, required: true},
+	{cap: capability.Compute, base: "libnvidia-ptxjitcompiler", soname: "libnvidia-ptxjitcompiler.so.1", devLink: true},
+	{cap: capability.Compute, base: "libnvidia-nvvm", soname: "libnvidia-nvvm.so.4", devLink: true},
+	{cap: capability.Compute, base: "libnvidia-opencl", soname: "libnvidia-opencl.so.1"},
+	{cap: capability.Compute, base: "libnvidia-gpucomp"},
+	{cap: capability.Compute, base: "libnvidia-allocator", soname: "libnvidia-allocator.so.1", devLink: true},
+	{cap: capability.Utility, base: "libnvidia-cfg", soname: "libnvidia-cfg.so.1", devLink: true},
+	{cap: capability.Compute, base: "libnvidia-opticalflow", soname: "libnvidia-opticalflow.so.1", devLink: true},
+	{cap: capability.Compute, base: "libnvcuvid", soname: "libnvcuvid.so.1", devLink: true},
+	{cap: capability.Compute, base: "libnvidia-encode", soname: "libnvidia-encode.so.1", devLink: true},
+	{cap: capability.Video, base: "libvdpau_nvidia", soname: "libvdpau_nvidia.so.1", dir: "vdpau", devLink: true},
+	{cap: capability.Graphics, base: "libGLX_nvidia", soname: "libGLX_nvidia.so.0"},
+	{cap: capability.Graphics, base: "libEGL_nvidia", soname: "libEGL_nvidia.so.0"},
+	{cap: capability.Graphics, base: "libGLESv2_nvidia", soname: "libGLESv2_nvidia.so.2"},
+	{cap: capability.Graphics, base: "libGLESv1_CM_nvidia", soname: "libGLESv1_CM_nvidia.so.1"},
+	{cap: capability.Graphics, base: "libnvidia-eglcore"},
+	{cap: capability.Graphics, base: "libnvidia-glcore"},
+	{cap: capability.Graphics, base: "libnvidia-glsi"},
+	{cap: capability.Graphics, base: "libnvidia-tls"},
+	{cap: capability.Graphics, base: "libnvidia-glvkspirv"},
+	{cap: capability.Graphics, base: "libnvidia-rtcore"},
+	{cap: capability.Graphics, base: "libnvoptix", soname: "libnvoptix.so.1"},
+	{cap: capability.Graphics, base: "libnvidia-fbc", soname: "libnvidia-fbc.so.1", devLink: true},
+	{cap: capability.Graphics, base: "libnvidia-vksc-core", soname: "libnvidia-vksc-core.so.1"},
 	// Vulkan's presentation helpers (Wayland WSI), which the Vulkan driver
 	// loads by file name.
-	{cap: Graphics, base: "libnvidia-present"},
-	{cap: Graphics, base: "libnvidia-wayland-client"},
-	{cap: Graphics, base: "libnvidia-egl-wayland", soname: "libnvidia-egl-wayland.so.1", suffix: "1.*.*"},
-	{cap: Graphics, base: "libnvidia-egl-gbm", soname: "libnvidia-egl-gbm.so.1", suffix: "1.*.*"},
-	{cap: Graphics, base: "libnvidia-egl-xcb", soname: "libnvidia-egl-xcb.so.1", suffix: "1.*.*"},
-	{cap: Graphics, base: "libnvidia-egl-xlib", soname: "libnvidia-egl-xlib.so.1", suffix: "1.*.*"},
-	{cap: NGX, base: "libnvidia-ngx", soname: "libnvidia-ngx.so.1"},
-	{cap: PKCS11, base: "libnvidia-pkcs11"},
-	{cap: PKCS11, base: "libnvidia-pkcs11-openssl3"},
-	{cap: SandboxUtils, base: "libnvidia-sandboxutils", soname: "libnvidia-sandboxutils.so.1"},
+	{cap: capability.Graphics, base: "libnvidia-present"},
+	{cap: capability.Graphics, base: "libnvidia-wayland-client"},
+	{cap: capability.Graphics, base: "libnvidia-egl-wayland", soname: "libnvidia-egl-wayland.so.1", suffix: "1.*.*"},
+	{cap: capability.Graphics, base: "libnvidia-egl-gbm", soname: "libnvidia-egl-gbm.so.1", suffix: "1.*.*"},
+	{cap: capability.Graphics, base: "libnvidia-egl-xcb", soname: "libnvidia-egl-xcb.so.1", suffix: "1.*.*"},
+	{cap: capability.Graphics, base: "libnvidia-egl-xlib", soname: "libnvidia-egl-xlib.so.1", suffix: "1.*.*"},
+	{cap: capability.NGX, base: "libnvidia-ngx", soname: "libnvidia-ngx.so.1"},
+	{cap: capability.PKCS11, base: "libnvidia-pkcs11"},
+	{cap: capability.PKCS11, base: "libnvidia-pkcs11-openssl3"},
+	{cap: capability.SandboxUtils, base: "libnvidia-sandboxutils", soname: "libnvidia-sandboxutils.so.1"},
 }
 
 // graphicsLinks are the links glvnd and GBM look for that are not a
@@ -209,13 +211,13 @@ func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
 }
 
 // add records a mount of a capability's file.
-func (f *Files) add(c Capability, m *specs.Mount) {
-	if c == Compute || c == Utility {
+func (f *Files) add(c capability.Capability, m *specs.Mount) {
+	if c == capability.Compute || c == capability.Utility {
 		f.Mounts = append(f.Mounts, m)
 		return
 	}
 	if f.CapabilityMounts == nil {
-		f.CapabilityMounts = map[Capability][]*specs.Mount{}
+		f.CapabilityMounts = map[capability.Capability][]*specs.Mount{}
 	}
 	f.CapabilityMounts[c] = append(f.CapabilityMounts[c], m)
 }

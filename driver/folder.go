@@ -16,6 +16,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/capability"
 )
 
 // A container start pays its runtime about a quarter of a millisecond for
@@ -148,7 +150,7 @@ func (f *Files) gatherable(driverRoot string) []gathered {
 		}
 	}
 	add(CoreGroup, f.Mounts)
-	for _, c := range Extra() {
+	for _, c := range capability.Extra() {
 		add(string(c), f.CapabilityMounts[c])
 	}
 	return out
@@ -301,7 +303,7 @@ func (f *Files) useFolder(dir string, files []gathered) {
 		return out
 	}
 	f.Mounts = rest(CoreGroup, f.Mounts)
-	for _, c := range Extra() {
+	for _, c := range capability.Extra() {
 		if m, ok := f.CapabilityMounts[c]; ok {
 			f.CapabilityMounts[c] = rest(string(c), m)
 		}

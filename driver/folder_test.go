@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/capability"
 )
 
 // folderRoot is a driver root with a few of the driver's files: two
@@ -71,8 +73,8 @@ func folderFiles(root string) *Files {
 			m("/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin", firmwareOptions),
 			m("/run/nvidia-persistenced/socket", socketOptions),
 		},
-		CapabilityMounts: map[Capability][]*specs.Mount{
-			Graphics: {
+		CapabilityMounts: map[capability.Capability][]*specs.Mount{
+			capability.Graphics: {
 				m("/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.580.65.06", fileOptions),
 				m("/usr/share/vulkan/icd.d/nvidia_icd.json", fileOptions),
 				m("/usr/share/vulkansc/icd.d/nvidia_icd.json", fileOptions),
@@ -141,7 +143,7 @@ func TestGather(t *testing.T) {
 	if m := f.Mounts[1]; m.HostPath != filepath.Join(dir, "firmware") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,noexec,bind" {
 		t.Errorf("data folder mount = %+v", m)
 	}
-	if got := mountPaths(f.CapabilityMounts[Graphics]); !reflect.DeepEqual(got, []string{"/usr/lib/gpuctk/graphics"}) {
+	if got := mountPaths(f.CapabilityMounts[capability.Graphics]); !reflect.DeepEqual(got, []string{"/usr/lib/gpuctk/graphics"}) {
 		t.Errorf("graphics mounts = %q", got)
 	}
 	var linked []string
@@ -247,7 +249,7 @@ func TestGatherCannot(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.why) || dir != "" {
 				t.Fatalf("Gather = %q, %v; want an error saying %q", dir, err, tc.why)
 			}
-			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[Graphics]) != 3 {
+			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[capability.Graphics]) != 3 {
 				t.Errorf("files changed by a failed Gather: %d links, mounts %q", len(f.Linked), mountPaths(f.Mounts))
 			}
 			if left, _ := filepath.Glob(filepath.Join(root, FolderStore, ".tmp-*")); len(left) > 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
@@ -35,8 +36,8 @@ func TestDiscoverFull(t *testing.T) {
 	}
 	lib := "/usr/lib/x86_64-linux-gnu/"
 	v := p.DriverVersion
-	want := map[Capability][]string{
-		Graphics: {lib + "libGLX_nvidia.so." + v, lib + "libEGL_nvidia.so." + v, lib + "libGLESv2_nvidia.so." + v, lib + "libGLESv1_CM_nvidia.so." + v,
+	want := map[capability.Capability][]string{
+		capability.Graphics: {lib + "libGLX_nvidia.so." + v, lib + "libEGL_nvidia.so." + v, lib + "libGLESv2_nvidia.so." + v, lib + "libGLESv1_CM_nvidia.so." + v,
 			lib + "libnvidia-eglcore.so." + v, lib + "libnvidia-glcore.so." + v, lib + "libnvidia-glsi.so." + v, lib + "libnvidia-tls.so." + v,
 			lib + "libnvidia-glvkspirv.so." + v, lib + "libnvidia-rtcore.so." + v, lib + "libnvoptix.so." + v, lib + "libnvidia-fbc.so." + v,
 			lib + "libnvidia-vksc-core.so." + v, lib + "libnvidia-present.so." + v, lib + "libnvidia-wayland-client.so." + v, lib + "libnvidia-egl-wayland.so.1.1.19", lib + "libnvidia-egl-gbm.so.1.1.2",
@@ -45,15 +46,15 @@ func TestDiscoverFull(t *testing.T) {
 			"/usr/share/egl/egl_external_platform.d/15_nvidia_gbm.json", "/usr/share/egl/egl_external_platform.d/20_nvidia_xcb.json",
 			"/usr/share/egl/egl_external_platform.d/20_nvidia_xlib.json", "/usr/share/vulkan/icd.d/nvidia_icd.json",
 			"/usr/share/vulkan/implicit_layer.d/nvidia_layers.json", "/usr/share/vulkansc/icd.d/nvidia_icd.json"},
-		Video:        {lib + "vdpau/libvdpau_nvidia.so." + v},
-		Display:      {"/usr/share/X11/xorg.conf.d/10-nvidia.conf", "/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so." + v},
-		NGX:          {lib + "libnvidia-ngx.so." + v, lib + "nvidia/wine/nvngx.dll", lib + "nvidia/wine/_nvngx.dll"},
-		OptiX:        {"/usr/share/nvidia/nvoptix.bin"},
-		PKCS11:       {lib + "libnvidia-pkcs11.so." + v, lib + "libnvidia-pkcs11-openssl3.so." + v},
-		SandboxUtils: {lib + "libnvidia-sandboxutils.so." + v, "/usr/share/nvidia/files.d/sandboxutils-filelist.json"},
+		capability.Video:        {lib + "vdpau/libvdpau_nvidia.so." + v},
+		capability.Display:      {"/usr/share/X11/xorg.conf.d/10-nvidia.conf", "/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so." + v},
+		capability.NGX:          {lib + "libnvidia-ngx.so." + v, lib + "nvidia/wine/nvngx.dll", lib + "nvidia/wine/_nvngx.dll"},
+		capability.OptiX:        {"/usr/share/nvidia/nvoptix.bin"},
+		capability.PKCS11:       {lib + "libnvidia-pkcs11.so." + v, lib + "libnvidia-pkcs11-openssl3.so." + v},
+		capability.SandboxUtils: {lib + "libnvidia-sandboxutils.so." + v, "/usr/share/nvidia/files.d/sandboxutils-filelist.json"},
 	}
 	std := Standard(v, p.UVMMajor, p.CapsMajor)
-	for _, c := range Extra() {
+	for _, c := range capability.Extra() {
 		var got, gotStd []string
 		for _, m := range f.CapabilityMounts[c] {
 			got = append(got, m.ContainerPath)

@@ -10,7 +10,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
-	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/capability"
 )
 
 const (
@@ -202,13 +202,13 @@ func capabilities(spec *specs.Spec, kind string) (devices, unknown []string) {
 	seen := map[string]bool{}
 	for c := range strings.SplitSeq(lastEnv(spec, CapabilitiesVar), ",") {
 		c = strings.TrimSpace(c)
-		if seen[c] || len(seen) > len(driver.Extra())+maxListed {
+		if seen[c] || len(seen) > len(capability.Extra())+maxListed {
 			continue // bounded: a list of a million names costs one pass
 		}
 		seen[c] = true
 		names = append(names, c)
 	}
-	devices, unknown = driver.Devices(names)
+	devices, unknown = capability.Devices(names)
 	for i, d := range devices {
 		devices[i] = kind + "=" + d
 	}

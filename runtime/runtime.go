@@ -19,8 +19,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/config"
-	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
@@ -410,7 +410,7 @@ func GpuctkEntry(dirs []string) ([]byte, error) {
 // capabilityNames lists the capabilities beyond compute and utility.
 func capabilityNames() string {
 	var names []string
-	for _, c := range driver.Extra() {
+	for _, c := range capability.Extra() {
 		names = append(names, string(c))
 	}
 	return strings.Join(names, ", ")
