@@ -49,6 +49,8 @@ func TestSetupDriverFiles(t *testing.T) {
 		fails string
 		// kept is an image file left as it is, with a warning.
 		kept string
+		// untouched is an image file left as it is, without a word.
+		untouched string
 	}{
 		{name: "files linked"},
 		{name: "files linked, without openat2", osRoot: true},
@@ -61,6 +63,12 @@ func TestSetupDriverFiles(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "usr/bin/nvidia-smi"), []byte("image's"), 0o755)
 			os.Symlink("/nowhere", filepath.Join(root, libDir, "libcuda.so.580.65.06"))
 		}, kept: "/usr/bin/nvidia-smi"},
+		// A capability the container was not given gets none of its
+		// links, even to a file of the same name the image has, and
+		// nothing of it is looked up in the root.
+		{name: "image's own copy of a file of a capability not given", plant: func(t *testing.T, root string) {
+			os.WriteFile(filepath.Join(root, libDir, "libGLX_nvidia.so.580.65.06"), []byte("image's"), 0o755)
+		}, untouched: libDir + "/libGLX_nvidia.so.580.65.06"},
 		{name: "image has a folder there", plant: func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "usr/bin/nvidia-smi"), 0o755)
 		}, fails: "driver file /usr/bin/nvidia-smi: the image has a folder there"},
@@ -98,6 +106,12 @@ func TestSetupDriverFiles(t *testing.T) {
 					t.Errorf("stderr %q, want %q", stderr, want)
 				}
 			}
+			if tc.untouched != "" {
+				data, err := os.ReadFile(filepath.Join(root, tc.untouched))
+				if string(data) != "image's" || err != nil || stderr != "" {
+					t.Errorf("the image's %s is now %q, %v; stderr %q", tc.untouched, data, err, stderr)
+				}
+			}
 			// Each file of the mounted folder is at its usual path, the
 			// image's own replaced; the graphics folder is not mounted,
 			// so its file and the link to it are not made.
@@ -109,7 +123,7 @@ func TestSetupDriverFiles(t *testing.T) {
 				libDir + "/libGLX_nvidia.so.580.65.06":   "",
 				libDir + "/libGLX_nvidia.so.0":           "",
 			} {
-				if link == tc.kept {
+				if link == tc.kept || link == tc.untouched {
 					continue
 				}
 				got, err := os.Readlink(filepath.Join(root, link))

@@ -100,6 +100,11 @@ func Setup(e *Env, o SetupOptions) error {
 	}
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
+		if to := path.Join(path.Dir(link), target); s.skipped[to] {
+			s.skip(link)
+			e.debugf("link %s skipped: %s is not in the container", link, to)
+			continue
+		}
 		if ok, err := s.present(path.Join(path.Dir(link), target), false); !ok || err != nil {
 			if err != nil {
 				return fmt.Errorf("link %s: %w", link, err)
@@ -121,7 +126,7 @@ func Setup(e *Env, o SetupOptions) error {
 			return err
 		}
 	}
-	if o.EGLLibrary != "" {
+	if o.EGLLibrary != "" && !s.skipped[o.EGLLibrary] {
 		if err := s.appProfile(o.EGLLibrary); err != nil {
 			return err
 		}
@@ -194,6 +199,7 @@ func (s *setup) driverFile(target, file string) error {
 		s.mounts[mount] = mounted
 	}
 	if !mounted {
+		s.skip(file)
 		s.env.debugf("driver file %s skipped: %s is not in the container", file, mount)
 		return nil
 	}
@@ -274,6 +280,15 @@ func (s *setup) coverFile(d folder, base, target, file string) error {
 	s.markMade(file)
 	s.env.debugf("driver file %s: the image's file covered by %s", file, target)
 	return nil
+}
+
+// skip records p, a driver file or a link to one, as left out (see
+// setup.skipped).
+func (s *setup) skip(p string) {
+	if s.skipped == nil {
+		s.skipped = map[string]bool{}
+	}
+	s.skipped[path.Clean(p)] = true
 }
 
 // markMade records that the link (or mount) at p, absolute in the
@@ -378,6 +393,9 @@ func (s *setup) mkdirs(dir string) error {
 func (s *setup) onlyPresent(list []string, dir bool) ([]string, error) {
 	out := list[:0:0]
 	for _, p := range list {
+		if s.skipped[p] {
+			continue
+		}
 		ok, err := s.present(p, dir)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
@@ -410,6 +428,12 @@ type setup struct {
 	// mounts says, of each driver folder asked about, whether the
 	// container has it (see driverFile).
 	mounts map[string]bool
+	// skipped are the driver files left out because the container lacks
+	// their folder (a capability it was not given), and the links that
+	// lead to them: links and libraries among them are left out without
+	// a look in the root, which for a container of compute and utility
+	// alone is every graphics, video and display file the spec lists.
+	skipped map[string]bool
 	// conf is the image's ld.so.conf once read (see ldConf).
 	conf *ldConf
 }
