@@ -100,12 +100,13 @@ func Setup(e *Env, o SetupOptions) error {
 	}
 	for _, l := range o.Links {
 		target, link, _ := strings.Cut(l, "::")
-		if to := path.Join(path.Dir(link), target); s.skipped[to] {
+		to := path.Join(path.Dir(link), target)
+		if s.skipped[to] {
 			s.skip(link)
 			e.debugf("link %s skipped: %s is not in the container", link, to)
 			continue
 		}
-		if ok, err := s.present(path.Join(path.Dir(link), target), false); !ok || err != nil {
+		if ok, err := s.present(to, false); !ok || err != nil {
 			if err != nil {
 				return fmt.Errorf("link %s: %w", link, err)
 			}
@@ -126,7 +127,7 @@ func Setup(e *Env, o SetupOptions) error {
 			return err
 		}
 	}
-	if o.EGLLibrary != "" && !s.skipped[o.EGLLibrary] {
+	if o.EGLLibrary != "" && !s.skipped[path.Clean(o.EGLLibrary)] {
 		if err := s.appProfile(o.EGLLibrary); err != nil {
 			return err
 		}
@@ -393,7 +394,7 @@ func (s *setup) mkdirs(dir string) error {
 func (s *setup) onlyPresent(list []string, dir bool) ([]string, error) {
 	out := list[:0:0]
 	for _, p := range list {
-		if s.skipped[p] {
+		if s.skipped[path.Clean(p)] {
 			continue
 		}
 		ok, err := s.present(p, dir)
