@@ -355,6 +355,7 @@ state-root = %q
 	})
 
 	t.Run("kubelet restart", func(t *testing.T) {
+		restarted := time.Now()
 		os.Remove(filepath.Join(n.work, "ready"))
 		if err := os.WriteFile(filepath.Join(n.work, "restart-kubelet"), nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -365,6 +366,16 @@ state-root = %q
 		})
 		waitFor(t, 60*time.Second, "the plugin to register again", pluginDied, func() bool {
 			return strings.Count(n.pluginLog.String(), "msg=registered") >= 2*len(resources)
+		})
+		// Registered is not yet listed: the restarted kubelet knows the
+		// devices once the plugin's first ListAndWatch answer reaches it,
+		// which it records in its checkpoint. A pod admitted before that
+		// (a loaded machine) would be refused the device.
+		checkpoint := filepath.Join(n.work, "kubelet/device-plugins/kubelet_internal_checkpoint")
+		waitFor(t, 60*time.Second, "the restarted kubelet to list nvidia.com/gpu", pluginDied, func() bool {
+			fi, err := os.Stat(checkpoint)
+			data, _ := os.ReadFile(checkpoint)
+			return err == nil && fi.ModTime().After(restarted) && strings.Contains(string(data), `"nvidia.com/gpu":[`)
 		})
 		n.pod(t, "after-restart", "nvidia.com/gpu", 1)
 		if got := n.output(t, "after-restart"); !slices.Contains(got, "/dev/nvidia0") && !slices.Contains(got, "/dev/nvidia3") {
