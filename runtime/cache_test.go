@@ -174,3 +174,38 @@ func TestHostileCache(t *testing.T) {
 		})
 	}
 }
+
+// TestMappedEntryCutShort: an entry cut short while it is mapped (by hand:
+// the cache renames whole entries into place) makes reading it fault; that
+// must count as an entry that cannot answer, not crash the create.
+func TestMappedEntryCutShort(t *testing.T) {
+	dir := t.TempDir()
+	// Long enough that the device's line lies pages past the cut.
+	entry := cacheFormat + "\nspec\t0\tnvidia.com/gpu\t{\"env\":[\"" + strings.Repeat("A", 3*os.Getpagesize()) + "=1\"]}\n" +
+		"device\tnvidia.com/gpu=mig-0\t0\t{\"env\":[\"B=1\"]}\nend\n"
+	if err := os.WriteFile(filepath.Join(dir, "entry"), []byte(entry), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	data, release, err := mapCacheFile(root, "entry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	req := &request{devices: []string{"nvidia.com/gpu=mig-0"}}
+	edits, ok, err := mappedEdits(data, req, []string{dir}, "nvidia.com/gpu")
+	if !ok || err != nil || len(edits) != 1 || len(edits[0].Env) != 2 {
+		t.Fatalf("whole entry: edits %v, ok %v, err %v", edits, ok, err)
+	}
+	// Its first page stays: the head still reads as an entry's.
+	if err := os.Truncate(filepath.Join(dir, "entry"), int64(os.Getpagesize())); err != nil {
+		t.Fatal(err)
+	}
+	if edits, ok, err := mappedEdits(data, req, []string{dir}, "nvidia.com/gpu"); ok || err != nil || edits != nil {
+		t.Fatalf("entry cut short under its mapping: edits %v, ok %v, err %v; want an entry that cannot answer", edits, ok, err)
+	}
+}

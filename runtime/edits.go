@@ -62,6 +62,15 @@ func applyEdits(spec *specs.Spec, e *cdispec.ContainerEdits) error {
 		}
 	}
 
+	if len(e.DeviceNodes) > 0 {
+		if spec.Linux == nil {
+			spec.Linux = &specs.Linux{}
+		}
+		spec.Linux.Devices = slices.Grow(spec.Linux.Devices, len(e.DeviceNodes))
+		if r := spec.Linux.Resources; r != nil {
+			r.Devices = slices.Grow(r.Devices, len(e.DeviceNodes))
+		}
+	}
 	for _, d := range e.DeviceNodes {
 		dev, err := linuxDevice(*d)
 		if err != nil {
@@ -120,6 +129,7 @@ func applyEdits(spec *specs.Spec, e *cdispec.ContainerEdits) error {
 
 	if len(e.Mounts) > 0 {
 		userns := hasUserNamespace(spec)
+		spec.Mounts = slices.Grow(spec.Mounts, len(e.Mounts))
 		for _, m := range e.Mounts {
 			if i := slices.IndexFunc(spec.Mounts, func(x specs.Mount) bool { return x.Destination == m.ContainerPath }); i >= 0 {
 				spec.Mounts = slices.Delete(spec.Mounts, i, i+1)
@@ -130,12 +140,7 @@ func applyEdits(spec *specs.Spec, e *cdispec.ContainerEdits) error {
 			}
 			spec.Mounts = append(spec.Mounts, om)
 		}
-		// Parents before what is mounted below them, by the number of
-		// path elements, stably (the library's, docker's and CRI-O's
-		// order).
-		slices.SortStableFunc(spec.Mounts, func(a, b specs.Mount) int {
-			return mountDepth(a) - mountDepth(b)
-		})
+		spec.Mounts = sortMounts(spec.Mounts)
 	}
 
 	for _, h := range e.Hooks {
@@ -274,8 +279,30 @@ func hasUserNamespace(spec *specs.Spec) bool {
 	return slices.ContainsFunc(spec.Linux.Namespaces, func(ns specs.LinuxNamespace) bool { return ns.Type == specs.UserNamespace })
 }
 
-func mountDepth(m specs.Mount) int {
-	return strings.Count(filepath.Clean(m.Destination), "/")
+// sortMounts orders mounts parents before what is mounted below them, by
+// the number of path elements, stably (the library's, docker's and
+// CRI-O's order). Each depth is computed once: a comparison sort that
+// cleaned both paths on every comparison took a fifth of applyEdits.
+func sortMounts(mounts []specs.Mount) []specs.Mount {
+	depth := make([]int, len(mounts))
+	sorted := true
+	for i := range mounts {
+		depth[i] = strings.Count(filepath.Clean(mounts[i].Destination), "/")
+		sorted = sorted && (i == 0 || depth[i] >= depth[i-1])
+	}
+	if sorted {
+		return mounts
+	}
+	order := make([]int, len(mounts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return depth[a] - depth[b] })
+	out := make([]specs.Mount, len(mounts))
+	for i, j := range order {
+		out[i] = mounts[j]
+	}
+	return out
 }
 
 // validateEdits checks edits as the library's ContainerEdits.Validate

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -289,7 +290,10 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	)
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		d, err := readCacheFile(root, fp)
+		d, release, err := mapCacheFile(root, fp)
+		if err == nil {
+			defer release()
+		}
 		switch {
 		case err == nil && whole(d):
 			data = d
@@ -298,8 +302,11 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 		}
 	}
 	if data != nil {
-		if ok, err := applyEntry(spec, data, req, dirs, kind); ok {
-			return err
+		if edits, ok, err := mappedEdits(data, req, dirs, kind); ok {
+			if err != nil {
+				return err
+			}
+			return applyRequest(spec, edits, req, kind)
 		}
 		replace = true
 	}
@@ -325,35 +332,82 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	return fmt.Errorf("inject %s: the resolved devices of %s cannot be read", req.what(), strings.Join(dirs, ", "))
 }
 
+// mappedEdits is requestEdits of an entry mapped from its file: a file
+// cut short under the mapping (by hand: the cache never truncates an
+// entry) makes reading it fault, which then counts as an entry that
+// cannot answer rather than a crash. Nothing it returns points into data.
+func mappedEdits(data []byte, req *request, dirs []string, kind string) (edits []*cdispec.ContainerEdits, ok bool, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			edits, ok, err = nil, false, nil
+		}
+	}()
+	return requestEdits(data, req, dirs, kind)
+}
+
 // applyEntry applies the edits of the request from an entry; ok is false
 // when the entry cannot answer.
 func applyEntry(spec *specs.Spec, data []byte, req *request, dirs []string, kind string) (ok bool, err error) {
+	edits, ok, err := requestEdits(data, req, dirs, kind)
+	if !ok || err != nil {
+		return ok, err
+	}
+	return true, applyRequest(spec, edits, req, kind)
+}
+
+// requestEdits reads the edits of the request from an entry, in the order
+// they apply; ok is false when the entry cannot answer, and err is what
+// the entry says is wrong with the request (devices no spec provides, no
+// spec of the kind).
+func requestEdits(data []byte, req *request, dirs []string, kind string) (edits []*cdispec.ContainerEdits, ok bool, err error) {
 	if req.commonOnly {
 		commons, ok := entryCommon(data, kind)
 		if !ok {
-			return false, nil
+			return nil, false, nil
 		}
-		return true, injectCommon(spec, commons, data, req, dirs, kind)
+		if len(commons) == 0 {
+			var errs []string
+			if index, ok := entryIndex(data); ok {
+				errs = index.Errors
+			}
+			return nil, true, fmt.Errorf("%s: no CDI spec in %s is of kind %s%s",
+				req.source, strings.Join(dirs, ", "), kind, specErrorsNote(errs))
+		}
+		return commons, true, nil
 	}
 	var (
-		edits   *cdispec.ContainerEdits
+		e       *cdispec.ContainerEdits
 		unknown []string
 		index   *cacheIndex
 	)
 	withOptional(req, func(devices []string) []string {
-		edits, unknown, index, ok = entryEdits(data, devices)
+		e, unknown, index, ok = entryEdits(data, devices)
 		return unknown
 	})
 	switch {
 	case !ok:
-		return false, nil
+		return nil, false, nil
 	case len(unknown) > 0:
-		return true, unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
+		return nil, true, unknownDevices(unknown, req, dirs, index.Devices, index.Errors)
 	}
-	if err := applyEdits(spec, edits); err != nil {
-		return true, fmt.Errorf("inject %s: %w", list(req.devices), err)
+	return []*cdispec.ContainerEdits{e}, true, nil
+}
+
+// applyRequest applies the edits requestEdits read.
+func applyRequest(spec *specs.Spec, edits []*cdispec.ContainerEdits, req *request, kind string) error {
+	for _, e := range edits {
+		if err := applyEdits(spec, e); err != nil {
+			if req.commonOnly {
+				return fmt.Errorf("common edits of a %s spec: %w", kind, err)
+			}
+			return fmt.Errorf("inject %s: %w", list(req.devices), err)
+		}
 	}
-	return true, nil
+	return nil
 }
 
 // what names the request's devices for messages.
@@ -414,25 +468,6 @@ func capabilityNames() string {
 		names = append(names, string(c))
 	}
 	return strings.Join(names, ", ")
-}
-
-// injectCommon applies the common edits of the specs of kind alone, one
-// spec after the other.
-func injectCommon(spec *specs.Spec, commons []*cdispec.ContainerEdits, data []byte, req *request, dirs []string, kind string) error {
-	for _, e := range commons {
-		if err := applyEdits(spec, e); err != nil {
-			return fmt.Errorf("common edits of a %s spec: %w", kind, err)
-		}
-	}
-	if len(commons) == 0 {
-		var errs []string
-		if index, ok := entryIndex(data); ok {
-			errs = index.Errors
-		}
-		return fmt.Errorf("%s: no CDI spec in %s is of kind %s%s",
-			req.source, strings.Join(dirs, ", "), kind, specErrorsNote(errs))
-	}
-	return nil
 }
 
 // unknownDevices names the devices no spec provides and those that exist.
