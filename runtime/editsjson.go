@@ -153,8 +153,9 @@ func (d *jsonDecoder) edits(e *cdispec.ContainerEdits) {
 
 // decodeSpec decodes the JSON of a whole spec as encoding/json would into
 // a cdispec.Spec, refusing what decodeEdits refuses (an unknown member
-// among them, as DisallowUnknownFields does); ok is false then.
-func decodeSpec(data []byte) (s *cdispec.Spec, ok bool) {
+// among them, as DisallowUnknownFields does); ok is false then. devices
+// is about how many devices it lists, to size the list once.
+func decodeSpec(data []byte, devices int) (s *cdispec.Spec, ok bool) {
 	d := &jsonDecoder{data: data}
 	s = &cdispec.Spec{}
 	d.object(func(key string) {
@@ -166,7 +167,8 @@ func decodeSpec(data []byte) (s *cdispec.Spec, ok bool) {
 		case "annotations":
 			s.Annotations = d.stringMap()
 		case "devices":
-			s.Devices = jsonList(d, func() (dev cdispec.Device) {
+			s.Devices = make([]cdispec.Device, 0, devices)
+			s.Devices = jsonAppend(d, s.Devices, func() (dev cdispec.Device) {
 				d.object(func(key string) {
 					switch key {
 					case "name":
@@ -306,8 +308,16 @@ func (d *jsonDecoder) array(item func()) bool {
 
 // jsonList reads an array into a slice, as encoding/json does.
 func jsonList[T any](d *jsonDecoder, item func() T) []T {
-	var out []T
-	if d.array(func() { out = append(out, item()) }) && out == nil {
+	return jsonAppend(d, nil, item)
+}
+
+// jsonAppend is jsonList appending the items to out, an empty slice
+// with room for them: null is a nil slice all the same.
+func jsonAppend[T any](d *jsonDecoder, out []T, item func() T) []T {
+	if !d.array(func() { out = append(out, item()) }) {
+		return nil
+	}
+	if out == nil {
 		out = []T{}
 	}
 	return out

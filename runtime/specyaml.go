@@ -94,7 +94,7 @@ func validateSpec(s *cdispec.Spec) error {
 	if err := validateEdits(&s.ContainerEdits); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(s.Devices))
 	for i := range s.Devices {
 		d := &s.Devices[i]
 		if err := parser.ValidateDeviceName(d.Name); err != nil {
@@ -120,12 +120,17 @@ func validateSpec(s *cdispec.Spec) error {
 
 // yamlKeys are the keys gpuctk's spec writer writes, spelled exactly:
 // encoding/json would match "Kind" to "kind", which the library refuses.
-var yamlKeys = map[string]bool{
-	"cdiVersion": true, "kind": true, "devices": true, "name": true, "containerEdits": true,
-	"env": true, "deviceNodes": true, "path": true, "hostPath": true, "type": true, "major": true,
-	"minor": true, "fileMode": true, "permissions": true, "uid": true, "gid": true, "hooks": true,
-	"hookName": true, "args": true, "timeout": true, "mounts": true, "containerPath": true, "options": true,
-}
+// Each has a bit of its own, for the keys a mapping has seen.
+var yamlKeys = func() map[string]uint32 {
+	keys := map[string]uint32{}
+	for i, k := range []string{"cdiVersion", "kind", "devices", "name", "containerEdits",
+		"env", "deviceNodes", "path", "hostPath", "type", "major",
+		"minor", "fileMode", "permissions", "uid", "gid", "hooks",
+		"hookName", "args", "timeout", "mounts", "containerPath", "options"} {
+		keys[k] = 1 << i
+	}
+	return keys
+}()
 
 // parseGpuctkYAML reads a spec in the YAML subset gpuctk writes, by
 // turning it into JSON, then decoding that strictly. same maps each device
@@ -135,7 +140,10 @@ func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, same map[int]int, err err
 	if !ok || !utf8.Valid(body) || len(body) == 0 || body[len(body)-1] != '\n' {
 		return nil, nil, errNotOurs
 	}
-	p := &yamlReader{anchors: map[string]int{}, same: map[int]int{}}
+	// Sized up front, as is the JSON: in the fresh process of a first
+	// create, memory grown by doubling is a page fault per 4 KiB.
+	p := &yamlReader{anchors: map[string]int{}, same: map[int]int{},
+		lines: make([]yamlLine, 0, bytes.Count(body, []byte("\n")))}
 	for l := range bytes.SplitSeq(body[:len(body)-1], []byte("\n")) {
 		text := bytes.TrimLeft(l, " ")
 		if len(text) == 0 || text[len(text)-1] == ' ' {
@@ -146,13 +154,13 @@ func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, same map[int]int, err err
 	if p.lines[0].indent != 0 {
 		return nil, nil, errNotOurs
 	}
-	out, err := p.block(0)
+	out, err := p.block(make([]byte, 0, len(body)), 0)
 	if err != nil || p.i != len(p.lines) {
 		return nil, nil, errNotOurs
 	}
 	// Without encoding/json: its reflection, and its type tables built
 	// in each fresh process, took most of a first create's resolving.
-	s, ok := decodeSpec(out)
+	s, ok := decodeSpec(out, p.device+1)
 	if !ok {
 		return nil, nil, errNotOurs
 	}
@@ -186,9 +194,9 @@ type yamlReader struct {
 // deep.
 const maxYAMLDepth = 16
 
-// block reads the mapping or sequence whose lines start at the current
-// line, at indent.
-func (p *yamlReader) block(indent int) ([]byte, error) {
+// block appends the JSON of the mapping or sequence whose lines start at
+// the current line, at indent, to out.
+func (p *yamlReader) block(out []byte, indent int) ([]byte, error) {
 	if p.i >= len(p.lines) || p.lines[p.i].indent != indent || p.depth == maxYAMLDepth {
 		return nil, errNotOurs
 	}
@@ -196,18 +204,18 @@ func (p *yamlReader) block(indent int) ([]byte, error) {
 	defer func() { p.depth-- }()
 	if string(p.lines[p.i].text) == "{}" {
 		p.i++
-		return []byte("{}"), nil
+		return append(out, "{}"...), nil
 	}
 	if bytes.HasPrefix(p.lines[p.i].text, []byte("- ")) {
-		return p.sequence(indent)
+		return p.sequence(out, indent)
 	}
-	return p.mapping(indent)
+	return p.mapping(out, indent)
 }
 
-// sequence reads "- " items at indent: scalars, or mappings whose first
+// sequence appends "- " items at indent: scalars, or mappings whose first
 // key is on the item's line.
-func (p *yamlReader) sequence(indent int) ([]byte, error) {
-	out := []byte{'['}
+func (p *yamlReader) sequence(out []byte, indent int) ([]byte, error) {
+	out = append(out, '[')
 	for n := 0; p.i < len(p.lines) && p.lines[p.i].indent == indent; n++ {
 		if p.inDevices && indent == 2 {
 			p.device = n
@@ -216,7 +224,7 @@ func (p *yamlReader) sequence(indent int) ([]byte, error) {
 		if !ok {
 			return nil, errNotOurs
 		}
-		if len(out) > 1 {
+		if n > 0 {
 			out = append(out, ',')
 		}
 		if rest[0] == '"' || rest[0] == '-' || (rest[0] >= '0' && rest[0] <= '9') {
@@ -230,41 +238,40 @@ func (p *yamlReader) sequence(indent int) ([]byte, error) {
 		}
 		// The item's mapping: its first key where the "- " was.
 		p.lines[p.i] = yamlLine{indent: indent + 2, text: rest}
-		v, err := p.mapping(indent + 2)
-		if err != nil {
+		var err error
+		if out, err = p.mapping(out, indent+2); err != nil {
 			return nil, err
 		}
-		out = append(out, v...)
 	}
 	return append(out, ']'), nil
 }
 
-// mapping reads "key: value" lines at indent.
-func (p *yamlReader) mapping(indent int) ([]byte, error) {
-	out := []byte{'{'}
-	seen := map[string]bool{}
-	for p.i < len(p.lines) && p.lines[p.i].indent == indent {
+// mapping appends "key: value" lines at indent.
+func (p *yamlReader) mapping(out []byte, indent int) ([]byte, error) {
+	out = append(out, '{')
+	var seen uint32
+	for first := true; p.i < len(p.lines) && p.lines[p.i].indent == indent; first = false {
 		key, rest, ok := bytes.Cut(p.lines[p.i].text, []byte(":"))
-		if !ok || !yamlKeys[string(key)] || seen[string(key)] {
+		bit := yamlKeys[string(key)]
+		if !ok || bit == 0 || seen&bit != 0 {
 			return nil, errNotOurs
 		}
-		seen[string(key)] = true
+		seen |= bit
 		// Where gpuctk writes anchors and aliases: on devices[i].containerEdits.
 		edits := p.inDevices && indent == 4 && string(key) == "containerEdits"
-		if len(out) > 1 {
+		if !first {
 			out = append(out, ',')
 		}
 		out = append(append(append(out, '"'), key...), '"', ':')
 		p.i++
-		var v []byte
 		var err error
 		switch {
 		case len(rest) == 0 && indent == 0 && string(key) == "devices":
 			p.inDevices = true
-			v, err = p.child(indent)
+			out, err = p.child(out, indent)
 			p.inDevices = false
 		case len(rest) == 0:
-			v, err = p.child(indent)
+			out, err = p.child(out, indent)
 		case rest[0] != ' ' || len(rest) == 1:
 			return nil, errNotOurs
 		case rest[1] == '&':
@@ -273,32 +280,34 @@ func (p *yamlReader) mapping(indent int) ([]byte, error) {
 				return nil, errNotOurs
 			}
 			p.anchors[name] = p.device
-			v, err = p.child(indent)
+			out, err = p.child(out, indent)
 		case rest[1] == '*':
 			a, ok := p.anchors[string(rest[2:])]
 			if !edits || !ok {
 				return nil, errNotOurs
 			}
 			p.same[p.device] = a
-			v = []byte("{}")
+			out = append(out, "{}"...)
 		default:
-			v, err = scalar(rest[1:])
+			var v []byte
+			if v, err = scalar(rest[1:]); err == nil {
+				out = append(out, v...)
+			}
 		}
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v...)
 	}
 	return append(out, '}'), nil
 }
 
-// child reads the block below a key at indent: more indented, or, for a
+// child appends the block below a key at indent: more indented, or, for a
 // sequence, indented the same.
-func (p *yamlReader) child(indent int) ([]byte, error) {
+func (p *yamlReader) child(out []byte, indent int) ([]byte, error) {
 	if p.i >= len(p.lines) || p.lines[p.i].indent <= indent {
 		return nil, errNotOurs
 	}
-	return p.block(p.lines[p.i].indent)
+	return p.block(out, p.lines[p.i].indent)
 }
 
 // anchorName says whether a is an anchor gpuctk writes: letters, digits,
@@ -372,7 +381,7 @@ func scalar(v []byte) ([]byte, error) {
 // with the spec's own edits.
 func specEntries(s *cdispec.Spec, same map[int]int) (common *cdispec.ContainerEdits, devices map[string]*cdispec.ContainerEdits) {
 	vendor, class := parser.ParseQualifier(s.Kind)
-	devices = map[string]*cdispec.ContainerEdits{}
+	devices = make(map[string]*cdispec.ContainerEdits, len(s.Devices))
 	for i := range s.Devices {
 		j := i
 		if a, ok := same[i]; ok {

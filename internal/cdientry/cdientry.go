@@ -45,7 +45,33 @@ type Device struct {
 // name, as the library lists them). `gpuctk cdi resolve` prints one for
 // the specs gpuctk-runtime does not read itself.
 func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
-	b := []byte(Head)
+	// Devices that share edits (a device's names, its replicas) share
+	// them as one pointer: encoded once. Encoded first, so that the entry
+	// is one allocation of its size: `gpuctk-runtime` makes one in a
+	// fresh process, where memory grown by doubling costs a page fault
+	// per 4 KiB.
+	encoded := map[*cdispec.ContainerEdits][]byte{}
+	size := len(Head) + len(End)
+	var arena []byte // the encodings, one after the other
+	for _, d := range devices {
+		js, ok := encoded[d.Edits]
+		if !ok {
+			start := len(arena)
+			arena = AppendEdits(arena, d.Edits)
+			js = arena[start:len(arena):len(arena)]
+			encoded[d.Edits] = js
+		}
+		size += len("device\t\t\t\n") + len(d.Name) + 4 + len(js)
+	}
+	specEdits := make([][]byte, len(specs))
+	for i, s := range specs {
+		specEdits[i] = AppendEdits(nil, s.Edits)
+		size += 32 + len(s.Kind) + len(specEdits[i])
+	}
+	for _, msg := range errs {
+		size += 16 + 2*len(msg)
+	}
+	b := append(make([]byte, 0, size), Head...)
 	errs = slices.Sorted(slices.Values(errs))
 	for _, msg := range errs {
 		b = append(jsonobj.AppendString(append(b, "error\t"...), msg), '\n')
@@ -55,20 +81,13 @@ func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
 			return nil, fmt.Errorf("kind %q: not cached", s.Kind)
 		}
 		b = append(strconv.AppendInt(append(b, "spec\t"...), int64(id), 10), '\t')
-		b = append(AppendEdits(append(append(b, s.Kind...), '\t'), s.Edits), '\n')
+		b = append(append(append(append(b, s.Kind...), '\t'), specEdits[id]...), '\n')
 	}
-	// Devices that share edits (a device's names, its replicas) share
-	// them as one pointer: encoded once.
-	encoded := map[*cdispec.ContainerEdits][]byte{}
 	for _, d := range devices {
 		if strings.ContainsAny(d.Name, "\t\n") {
 			return nil, fmt.Errorf("device name %q: not cached", d.Name)
 		}
-		js, ok := encoded[d.Edits]
-		if !ok {
-			js = AppendEdits(nil, d.Edits)
-			encoded[d.Edits] = js
-		}
+		js := encoded[d.Edits]
 		b = append(append(b, "device\t"...), d.Name...)
 		b = append(strconv.AppendInt(append(b, '\t'), int64(d.Spec), 10), '\t')
 		b = append(append(b, js...), '\n')
