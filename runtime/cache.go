@@ -140,7 +140,7 @@ const maxCacheFile = 16 << 20
 // the entry, then copy it (a fifth of its reading of the cache). Nothing
 // decoded from data may point into it after release. An entry is never
 // cut short in place (entries are renamed into place whole), but one cut
-// short by hand would fault on access: see applyMapped.
+// short by hand would fault on access: see mappedEdits.
 func mapCacheFile(r *os.Root, name string) (data []byte, release func(), err error) {
 	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {

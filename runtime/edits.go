@@ -86,9 +86,6 @@ func applyEdits(spec *specs.Spec, e *cdispec.ContainerEdits) error {
 				dev.GID = &gid
 			}
 		}
-		if spec.Linux == nil {
-			spec.Linux = &specs.Linux{}
-		}
 		// Remove the first node of that path, then replace the next one
 		// or append: the library's RemoveDevice and AddDevice.
 		if i := slices.IndexFunc(spec.Linux.Devices, func(x specs.LinuxDevice) bool { return x.Path == dev.Path }); i >= 0 {

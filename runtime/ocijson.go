@@ -18,7 +18,10 @@ func marshalMember(v any) ([]byte, error) {
 	// One allocation of about the encoding's size: grown by doubling, the
 	// buffers of the hooks (the hook's 13 KiB of arguments) and mounts
 	// touched fresh pages at every step in a process that lives 2 ms.
-	b := make([]byte, 0, sizeHint(v))
+	var b []byte
+	if n := sizeHint(v); n > 0 {
+		b = make([]byte, 0, n)
+	}
 	switch v := v.(type) {
 	case nil:
 		return []byte("null"), nil
@@ -91,7 +94,8 @@ func marshalMember(v any) ([]byte, error) {
 
 // sizeHint is about the size of marshalMember's encoding of v: the
 // strings' lengths plus the keys and punctuation around them; strings that
-// need escaping make it longer.
+// need escaping make it longer. 0 for a nil value (encoded as a constant)
+// and for the types marshalMember leaves to encoding/json.
 func sizeHint(v any) int {
 	strs := func(l []string) int {
 		n := 2
@@ -102,8 +106,14 @@ func sizeHint(v any) int {
 	}
 	switch v := v.(type) {
 	case []string:
+		if v == nil {
+			return 0
+		}
 		return strs(v)
 	case []specs.Mount:
+		if v == nil {
+			return 0
+		}
 		n := 2
 		for _, m := range v {
 			n += len(m.Destination) + len(m.Type) + len(m.Source) + strs(m.Options) + 64 + 64*(len(m.UIDMappings)+len(m.GIDMappings))
@@ -111,7 +121,7 @@ func sizeHint(v any) int {
 		return n
 	case *specs.Hooks:
 		if v == nil {
-			return 4
+			return 0
 		}
 		n := 2
 		for _, l := range [][]specs.Hook{v.Prestart, v.CreateRuntime, v.CreateContainer, v.StartContainer, v.Poststart, v.Poststop} { //nolint:staticcheck // still in the spec
@@ -122,11 +132,22 @@ func sizeHint(v any) int {
 		}
 		return n
 	case []specs.LinuxDevice:
+		if v == nil {
+			return 0
+		}
 		return 2 + 128*len(v)
 	case []specs.LinuxDeviceCgroup:
+		if v == nil {
+			return 0
+		}
 		return 2 + 80*len(v)
+	case []uint32:
+		if v == nil {
+			return 0
+		}
+		return 2 + 11*len(v)
 	}
-	return 64
+	return 0
 }
 
 // member appends "key": after the opening brace or a member.
