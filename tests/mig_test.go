@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/mig"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
@@ -97,6 +99,42 @@ func TestMIGApplySimulated(t *testing.T) {
 	}
 }
 
+// TestMIGApplyLocked: while another apply holds the host's MIG lock, apply
+// is refused in one line naming that apply and the lock, and changes
+// neither the host nor the spec; once it lets go, the same apply goes
+// through. A dry run does not need the lock.
+func TestMIGApplyLocked(t *testing.T) {
+	host := simulatedProfile(t, "dgx-a100")
+	spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+	if err := os.WriteFile(spec, []byte("old spec\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(host)
+	release, err := mig.Lock(host + ".lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec}
+	_, errs, code := gpuctkRun(t, nil, args...)
+	want := fmt.Sprintf("gpuctk: another gpuctk mig apply (pid %d) is changing the MIG layout (it holds %s.lock): nothing was changed; run apply again once it has finished\n", os.Getpid(), host)
+	if code != 1 || errs != want {
+		t.Errorf("apply while locked: exit %d, stderr %q, want %q", code, errs, want)
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(before) {
+		t.Error("the host file changed")
+	}
+	if s, _ := os.ReadFile(spec); string(s) != "old spec\n" {
+		t.Error("the spec changed")
+	}
+	if out, errs, code := gpuctkRun(t, nil, append(args, "--dry-run")...); code != 0 || !strings.Contains(out, "set MIG mode enabled") {
+		t.Errorf("dry run while locked: exit %d: %s%s", code, out, errs)
+	}
+	release()
+	if _, errs, code := gpuctkRun(t, nil, args...); code != 0 || !strings.Contains(errs, "32 MIG devices") {
+		t.Errorf("apply after the lock was let go: exit %d: %s", code, errs)
+	}
+}
+
 // TestMIGBadInput checks that each refusal is one line, a non-zero exit,
 // and leaves the host file and the spec as they were.
 func TestMIGBadInput(t *testing.T) {
@@ -176,9 +214,12 @@ func TestMIGApplyNVML(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := []string{fakenvml.EnvVar + "=" + hostFile}
+	// The lock of the host's MIG layout goes with the test's host, not
+	// this machine's /run.
 	roots := []string{"--driver-root", root, "--dev-root", devRoot}
+	lock := []string{"--lock", filepath.Join(t.TempDir(), "mig.lock")}
 	spec := filepath.Join(t.TempDir(), "nvidia.json")
-	out, errs, code := gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	out, errs, code := gpuctkRun(t, env, append(append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...), lock...)...)
 	if code != 0 {
 		t.Fatalf("apply over NVML: exit %d: %s\n%s", code, errs, out)
 	}
@@ -202,7 +243,7 @@ func TestMIGApplyNVML(t *testing.T) {
 	if _, errs, code := gpuctkRun(t, env, append([]string{"mig", "assert", "-c", "all-balanced"}, roots...)...); code != 0 {
 		t.Errorf("assert over NVML: exit %d: %s", code, errs)
 	}
-	out, _, code = gpuctkRun(t, env, append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...)...)
+	out, _, code = gpuctkRun(t, env, append(append([]string{"mig", "apply", "-c", "all-balanced", "--output", spec}, roots...), lock...)...)
 	if code != 0 || !strings.Contains(out, "nothing to change") {
 		t.Errorf("second apply over NVML: exit %d: %s", code, out)
 	}

@@ -45,6 +45,7 @@ func migCommand() *cli.Command {
 					&cli.BoolFlag{Name: "if-configured", EnvVars: envVar("if-configured"), Usage: "when no layout is chosen, say so and exit 0 (for the boot unit)"},
 					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "/var/run/cdi/nvidia.yaml", EnvVars: envVar("output"), Usage: "spec file to regenerate after a change"},
 					&cli.StringFlag{Name: "format", EnvVars: envVar("format"), Usage: "spec format, yaml or json (default: from the --output extension)"},
+					&cli.StringFlag{Name: "lock", EnvVars: envVar("mig-lock"), Usage: "the file whose lock keeps two applies from changing the GPUs at once; a second apply is refused while the first runs (default: " + mig.DefaultLockPath + "; with --simulate FILE, FILE.lock)"},
 				),
 				Action: migApply,
 			},
@@ -108,12 +109,30 @@ func migApply(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: no MIG layout chosen: MIG left as it is")
 		return nil
 	}
+	sim := c.String("simulate")
+	embedded := sim != "" && !strings.ContainsRune(sim, '/') && !strings.HasSuffix(sim, ".toml")
+	// The plan is made under the lock, from the layout a running apply
+	// leaves; a dry run and an embedded profile change nothing.
+	if !c.Bool("dry-run") && !embedded {
+		path := c.String("lock")
+		switch {
+		case path != "":
+		case sim != "":
+			path = sim + ".lock"
+		default:
+			path = mig.DefaultLockPath
+		}
+		release, err := mig.Lock(path)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	p, _, err := migPlan(c, cfg)
 	if err != nil {
 		return err
 	}
-	sim := c.String("simulate")
-	if sim != "" && !c.Bool("dry-run") && !p.Empty() && !strings.ContainsRune(sim, '/') && !strings.HasSuffix(sim, ".toml") {
+	if embedded && !c.Bool("dry-run") && !p.Empty() {
 		return fmt.Errorf("--simulate %s is an embedded profile, which apply cannot change: copy it to a file (inventory/profiles/%s.toml) and give its path, or use --dry-run", sim, sim)
 	}
 	for _, l := range p.Lines() {
