@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
 // snapshot lists every file under dir with its content, to prove nothing
@@ -102,6 +107,69 @@ func TestSetupHostileLayouts(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetupLdconfigProcEscape: when the runtime runs createContainer
+// hooks, the container's procfs is mounted in the root and its processes
+// (runc init, the hook) have the host's root, so /proc/PID/root there is a
+// magic link out of the root, which ldconfig, chrooted into it, would
+// follow. The image plants paths through one (here the test's own pid,
+// under the root's /proc or under a host /proc mounted as a volume) where
+// ldconfig writes: its aux cache folder, a folder ld.so.conf names, a
+// hwcap subfolder of a library folder. Nothing outside the root changes,
+// and the cache is still rebuilt with the driver's library.
+func TestSetupLdconfigProcEscape(t *testing.T) {
+	fakehost.RequireRoot(t, "a procfs mounted in the container root, and the hook's chroot'ed ldconfig")
+	obj, err := fakehost.SharedObject("libhost.so.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lib, _ := os.ReadFile(obj)
+	for _, tc := range []struct {
+		name   string
+		procAt string // where a procfs is mounted in the root
+		plant  func(root, host string)
+	}{
+		{"aux cache folder", "proc", func(r, host string) {
+			os.MkdirAll(filepath.Join(r, "var/cache"), 0o755)
+			os.Symlink(host, filepath.Join(r, "var/cache/ldconfig"))
+		}},
+		{"ld.so.conf folder", "proc", func(r, host string) {
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte(host+"\n"), 0o644)
+		}},
+		{"hwcap subfolder", "proc", func(r, host string) {
+			os.Symlink(host, filepath.Join(r, libDir, "tls"))
+		}},
+		{"aux cache folder, the host's /proc as a volume", "host/proc", func(r, host string) {
+			os.MkdirAll(filepath.Join(r, "var/cache"), 0o755)
+			os.Symlink(host, filepath.Join(r, "var/cache/ldconfig"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outside := t.TempDir()
+			os.WriteFile(filepath.Join(outside, "libhost.so.7.1"), lib, 0o755)
+			before := snapshot(t, outside)
+			b, root := bundle(t)
+			os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/ld.so.conf"), []byte("/usr/local/lib\n"), 0o644)
+			proc := filepath.Join(root, tc.procAt)
+			os.MkdirAll(proc, 0o555)
+			if err := unix.Mount("proc", proc, "proc", 0, ""); err != nil {
+				t.Fatalf("mount a procfs: %v", err)
+			}
+			t.Cleanup(func() { unix.Unmount(proc, unix.MNT_DETACH) })
+			tc.plant(root, fmt.Sprintf("/%s/%d/root%s", tc.procAt, os.Getpid(), outside))
+			if code, stderr := runHook(t, b, setupArgs...); code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if after := snapshot(t, outside); after != before {
+				t.Fatalf("the host folder changed:\n%s", after)
+			}
+			if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+				t.Errorf("the cache lacks the driver:\n%s", out)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +52,7 @@ func (s *setup) updateCache(ldconfig string, folders []string, l Limits) error {
 		args = append(append(args, "-f", "/"), conf.Folders...)
 	}
 	args = append(args, folders...)
-	if err := runLimited(ldconfig, args, l); err != nil {
+	if err := runLimited(ldconfig, args, s.c.Root, l); err != nil {
 		return err
 	}
 	for _, p := range []string{"etc/ld.so.cache", "var/cache/ldconfig/aux-cache"} {
@@ -90,18 +91,22 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// runLimited runs prog with args under l. The limits are set by a
-// re-executed copy of the hook (ExecLimited) in the process that then
-// execs prog, so they hold from prog's first instruction: setting them
-// with prlimit(2) on a started child would race with it, and Go cannot
-// run code between fork and exec.
-func runLimited(prog string, args []string, l Limits) error {
+// runLimited runs prog with args under l, in a mount namespace of its
+// own where no procfs is mounted at or under root (see detachProc). The
+// limits are set by a re-executed copy of the hook (ExecLimited) in the
+// process that then execs prog, so they hold from prog's first
+// instruction: setting them with prlimit(2) on a started child would race
+// with it, and Go cannot run code between fork and exec.
+func runLimited(prog string, args []string, root string, l Limits) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l.Self, append([]string{ExecLimitedArg,
+	cmd := exec.CommandContext(ctx, l.Self, append([]string{ExecLimitedArg, root,
 		strconv.FormatUint(l.Memory, 10), strconv.FormatUint(l.FileSize, 10), prog}, args...)...)
 	cmd.Env = []string{}
 	cmd.Dir = "/"
+	// Its own mount namespace, all of it private (Go remounts / so): the
+	// procfs mounts it detaches stay in the hook's and the container's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// The output pipes are ours; a grandchild holding them must not keep
@@ -119,13 +124,18 @@ func runLimited(prog string, args []string, l Limits) error {
 }
 
 // ExecLimited is the re-executed hook's side of runLimited: args are the
-// address-space limit, the file-size limit, the program and its
-// arguments. It sets the limits and execs the program with an empty
+// container root, the address-space limit, the file-size limit, the
+// program and its arguments. It detaches the procfs mounts under the root
+// (detachProc), sets the limits and execs the program with an empty
 // environment; it returns only on failure.
 func ExecLimited(args []string) error {
-	if len(args) < 3 {
-		return errors.New("usage: " + ExecLimitedArg + " MEMORY FILESIZE PROGRAM [ARG...]")
+	if len(args) < 4 {
+		return errors.New("usage: " + ExecLimitedArg + " ROOT MEMORY FILESIZE PROGRAM [ARG...]")
 	}
+	if err := detachProc(args[0]); err != nil {
+		return err
+	}
+	args = args[1:]
 	as, err := strconv.ParseUint(args[0], 10, 64)
 	if err != nil {
 		return fmt.Errorf("memory limit: %w", err)
@@ -154,6 +164,85 @@ func ExecLimited(args []string) error {
 	_, _, errno := unix.Syscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(prog)),
 		uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
 	return fmt.Errorf("%s: %w", args[2], errno)
+}
+
+// detachProc detaches every procfs mounted at or under root from the
+// calling process's mount namespace, which must be its own (runLimited's
+// child). When the runtime runs createContainer hooks, the container's
+// procfs is mounted in the root and its processes (runc init, the hook)
+// have the host's root: a /proc/PID/root magic link there leads out of
+// the root, and ldconfig, chrooted into it, follows whatever links the
+// image plants through one (its aux cache folder, a folder in
+// ld.so.conf, a hwcap subfolder), writing its cache and library links on
+// the host. ldconfig needs nothing of procfs.
+func detachProc(root string) error {
+	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("container root: %w", &fs.PathError{Op: "open", Path: root, Err: err})
+	}
+	defer unix.Close(fd)
+	// The root as mountinfo names it: the kernel's own path of the folder.
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return fmt.Errorf("container root %s: %w", root, err)
+	}
+	// Latest first: a mount stacked on another, or on a folder of another,
+	// goes before it; a second look says whether any is left.
+	for pass := 0; ; pass++ {
+		points, err := procMounts(real)
+		if err != nil || len(points) == 0 {
+			return err
+		}
+		if pass == 2 {
+			return fmt.Errorf("container root %s: procfs still mounted at %s after unmounting it", root, points[0])
+		}
+		for i := len(points) - 1; i >= 0; i-- {
+			unix.Unmount(points[i], unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		}
+	}
+}
+
+// procMounts returns the mount points of the procfs mounts at or under
+// root, in /proc/self/mountinfo's order.
+func procMounts(root string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var points []string
+	for line := range strings.Lines(string(data)) {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
+		fields := strings.Fields(line)
+		sep := slices.Index(fields, "-")
+		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) || fields[sep+1] != "proc" {
+			continue
+		}
+		p := unescapeMountinfo(fields[4])
+		if p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/") {
+			points = append(points, p)
+		}
+	}
+	return points, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, as
+// the kernel writes space, tab, newline and backslash).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // MainIfExecLimited runs ExecLimited when args (without the program name)

@@ -220,3 +220,87 @@ func TestRuncUserNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestRuncLdconfigProcEscape runs real runc containers whose image has no
+// linker cache, so the hook falls back to ldconfig, and plants links
+// through /proc/1/root: when runc runs createContainer hooks the
+// container's procfs is mounted and its pid 1 (runc init) has not pivoted
+// yet, so that magic link is the host's root. ldconfig, chrooted into the
+// root, must not follow them: no file outside the root changes, and the
+// container still gets the driver in its cache.
+func TestRuncLdconfigProcEscape(t *testing.T) {
+	fakehost.RequireRoot(t, "runc")
+	lib, err := fakehost.SharedObject("libcuda.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := fakehost.SharedObject("libhost.so.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(rootfs, outside string)
+	}{
+		{"aux cache folder", func(r, out string) {
+			os.MkdirAll(filepath.Join(r, "var/cache"), 0o755)
+			os.Symlink("/proc/1/root"+out, filepath.Join(r, "var/cache/ldconfig"))
+		}},
+		{"ld.so.conf folder", func(r, out string) {
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte("/proc/1/root"+out+"\n"), 0o644)
+		}},
+		{"hwcap subfolder", func(r, out string) {
+			os.Symlink("/proc/1/root"+out, filepath.Join(r, "usr/lib/x86_64-linux-gnu/tls"))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outside := t.TempDir()
+			copyFile(t, host, filepath.Join(outside, "libhost.so.7.1"), 0o755)
+			list := func() string {
+				out, _ := exec.Command("ls", "-lA", outside).CombinedOutput()
+				return string(out)
+			}
+			before := list()
+			bundle := t.TempDir()
+			rootfs := busyboxRoot(t, true)
+			os.Rename(rootfs, filepath.Join(bundle, "rootfs"))
+			rootfs = filepath.Join(bundle, "rootfs")
+			copyFile(t, lib, filepath.Join(rootfs, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), 0o755)
+			// No cache, and a folder in ld.so.conf: ldconfig rebuilds it.
+			os.WriteFile(filepath.Join(rootfs, "etc/ld.so.conf"), []byte("/usr/local/lib\n"), 0o644)
+			tc.plant(rootfs, outside)
+			run(t, "runc", "spec", "-b", bundle)
+			var spec map[string]any
+			data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+			if err := json.Unmarshal(data, &spec); err != nil {
+				t.Fatal(err)
+			}
+			proc := spec["process"].(map[string]any)
+			proc["terminal"] = false
+			proc["args"] = []string{"/sbin/ldconfig", "-p"}
+			spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
+				"path": bin("gpuctk-hook"),
+				"args": []string{"gpuctk-hook", "setup",
+					"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+					"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+					"--folder", "/usr/lib/x86_64-linux-gnu"},
+			}}}
+			data, _ = json.Marshal(spec)
+			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			id := "gpuctk-procescape-" + filepath.Base(bundle)
+			out, err := exec.Command("runc", "run", "--bundle", bundle, id).CombinedOutput()
+			exec.Command("runc", "delete", "-f", id).Run()
+			if after := list(); after != before {
+				t.Errorf("a folder outside the root changed:\n%s\nnow:\n%s", before, after)
+			}
+			if err != nil {
+				t.Fatalf("runc run: %v\n%s", err, out)
+			}
+			if want := "libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"; !strings.Contains(string(out), want) {
+				t.Errorf("inside the container: no %q in\n%s", want, out)
+			}
+		})
+	}
+}
