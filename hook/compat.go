@@ -203,23 +203,30 @@ func findCompat(rootFD int, hostVersion string) (c *compat, why string, err erro
 }
 
 // readSONAME returns the DT_SONAME of the regular file name in the folder
-// dirFD, for this machine's architecture. It opens without following a
-// link or blocking, checks the descriptor is a regular file of at most
-// maxCompatLibSize, and reads only the headers and the dynamic section
-// (soname), through the descriptor.
+// dirFD, for this machine's architecture. It checks, on a descriptor that
+// does not open the file itself (O_PATH, no link followed), that it is a
+// regular file of at most maxCompatLibSize, and only then opens that
+// file, through the descriptor: the open of a device acts on the host (a
+// watchdog starts, a tape rewinds), and the name may be swapped for one
+// in between. It reads only the headers and the dynamic section (soname).
 func readSONAME(dirFD int, name string) (string, error) {
-	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	path, err := unix.Openat(dirFD, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
-	defer unix.Close(fd)
+	defer unix.Close(path)
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
+	if err := unix.Fstat(path, &st); err != nil {
 		return "", err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size > maxCompatLibSize {
 		return "", fmt.Errorf("%s: %w", name, errNotRegular)
 	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(path), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", name, err)
+	}
+	defer unix.Close(fd)
 	so, err := soname(fd, st.Size)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", name, err)

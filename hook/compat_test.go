@@ -248,3 +248,46 @@ func TestCUDACompatHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDACompatOpensOnlyFiles: a FIFO or a device named like a library in
+// the compat folder is never opened (a device's open may act on the host:
+// a watchdog starts, a tape rewinds). A FIFO shows it: a writer waiting on
+// it is let through by any open for reading.
+func TestCUDACompatOpensOnlyFiles(t *testing.T) {
+	for _, name := range []string{"libnvidia-nvvm.so.4", "libx.so.1", "libcuda.so"} {
+		t.Run(name, func(t *testing.T) {
+			b, root := bundle(t)
+			compatFolder(t, root, CompatDir, "590.12.01")
+			fifo := filepath.Join(root, CompatDir, name)
+			os.Remove(fifo)
+			if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			opened := make(chan struct{})
+			go func() {
+				if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+					f.Close()
+				}
+				close(opened)
+			}()
+			imageCache(t, root)
+			code, stderr := runHook(t, b, append(append([]string{}, compatArgs...), "--cuda-compat", "580.65.06")...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			select {
+			case <-opened:
+				t.Fatalf("the hook opened the FIFO %s", name)
+			case <-time.After(100 * time.Millisecond):
+			}
+			// Let the writer go.
+			if f, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				<-opened
+				f.Close()
+			}
+			if got := resolved(t, root, "libcuda.so.1"); len(got) == 0 || got[0] != CompatDir+"/libcuda.so.1" {
+				t.Errorf("libcuda.so.1 resolves to %v, want the compat one first", got)
+			}
+		})
+	}
+}
