@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -37,7 +38,9 @@ func (s *setup) appProfile(eglLib string) error {
 		}
 		return err
 	}
-	dev, err := s.root.Open("dev")
+	// O_DIRECTORY and O_NONBLOCK: a FIFO there (no /dev mounted over the
+	// image's) fails at once instead of blocking the open.
+	dev, err := s.root.OpenFile("dev", os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return fmt.Errorf("application profile: container /dev: %w", err)
 	}

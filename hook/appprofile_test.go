@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -50,11 +51,30 @@ func TestAppProfile(t *testing.T) {
 			os.MkdirAll(filepath.Join(root, "etc"), 0o755)
 			os.Symlink(outside, filepath.Join(root, "etc/nvidia"))
 		}, fails: true},
+		// /dev a FIFO (no runtime's /dev mounted over it): the hook must
+		// not wait on it for a writer.
+		{name: "/dev a FIFO", plant: func(root string) {
+			os.WriteFile(filepath.Join(root, egl), []byte("lib"), 0o644)
+			if err := unix.Mkfifo(filepath.Join(root, "dev"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, fails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, root := bundle(t)
 			tc.plant(root)
-			code, stderr := runHook(t, b, "setup", "--egl-library", egl, "--folder", libDir)
+			var code int
+			var stderr string
+			done := make(chan struct{})
+			go func() {
+				code, stderr = runHook(t, b, "setup", "--egl-library", egl, "--folder", libDir)
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the hook still runs after 5s")
+			}
 			if (code != 0) != tc.fails {
 				t.Fatalf("exit %d, stderr %q; want failure %v", code, stderr, tc.fails)
 			}
