@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
@@ -269,6 +272,36 @@ func TestSetupConcurrentSameRoot(t *testing.T) {
 		if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
 			t.Errorf("ldconfig -p:\n%s", out)
 		}
+	}
+}
+
+// TestSetupRootLockedForGood: a process of a container sharing the root
+// flocks its "/" and never lets go; the hook gives up in one line once
+// its wait is over instead of waiting for good.
+func TestSetupRootLockedForGood(t *testing.T) {
+	b, root := bundle(t)
+	f, err := os.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := json.Marshal(map[string]any{"bundle": b})
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Setup(&Env{Stdin: bytes.NewReader(st), Stderr: &stderr},
+			SetupOptions{Folders: []string{libDir}, Limits: Limits{Lock: 200 * time.Millisecond}})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "container root: lock: held by another process for over 200ms") {
+			t.Fatalf("err = %v, want the lock's wait over", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hook still waits for the lock after 5s")
 	}
 }
 

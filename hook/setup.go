@@ -79,7 +79,7 @@ func Setup(e *Env, o SetupOptions) error {
 	}
 	// Containers can share a root (podman --rootfs): their hooks would race
 	// on the same links and on ldconfig's fixed temp file. One at a time.
-	rootFD, err := lockRoot(c.Root)
+	rootFD, err := lockRoot(c.Root, o.Limits.withDefaults().Lock)
 	if err != nil {
 		return err
 	}
@@ -469,18 +469,28 @@ func (s *setup) chown(rel string) error {
 }
 
 // lockRoot opens the container root's folder and takes an exclusive
-// flock on it; closing the descriptor lets go. The descriptor is also
-// where the folders the hook works in are opened from (openFolder).
-func lockRoot(rootPath string) (int, error) {
+// flock on it, waiting at most wait for another holder; closing the
+// descriptor lets go. The descriptor is also where the folders the hook
+// works in are opened from (openFolder). The wait is bounded: a process
+// in a container sharing the root can flock its "/" and never let go.
+func lockRoot(rootPath string, wait time.Duration) (int, error) {
 	fd, err := unix.Open(rootPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("container root: %w", &fs.PathError{Op: "open", Path: rootPath, Err: err})
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("container root: lock: %w", err)
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return fd, nil
+		}
+		if err == unix.EWOULDBLOCK && time.Since(start) > wait {
+			err = fmt.Errorf("held by another process for over %v (a hook of a container sharing the root, or a process in one)", wait)
+		}
+		if err != unix.EWOULDBLOCK && err != unix.EINTR {
+			unix.Close(fd)
+			return -1, fmt.Errorf("container root: lock: %w", err)
+		}
 	}
-	return fd, nil
 }
 
 // noCache means the container has no linker cache this hook can merge
@@ -672,6 +682,9 @@ type Limits struct {
 	Memory uint64
 	// FileSize is the largest file it may write (RLIMIT_FSIZE), in bytes.
 	FileSize uint64
+	// Lock is how long Setup waits for another hook's lock on the
+	// container root (see lockRoot); zero: 4 x (Timeout + 1 s).
+	Lock time.Duration
 	// Self is the program re-executed to set the limits before exec'ing
 	// ldconfig; empty means /proc/self/exe, which must call ExecLimited
 	// when its first argument is ExecLimitedArg.
@@ -697,6 +710,11 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.FileSize == 0 {
 		l.FileSize = DefaultFileSize
+	}
+	if l.Lock <= 0 {
+		// A hook holds the lock no longer than its ldconfig runs and
+		// is reaped: time for a few such hooks ahead.
+		l.Lock = 4 * (l.Timeout + time.Second)
 	}
 	if l.Self == "" {
 		l.Self = "/proc/self/exe"
