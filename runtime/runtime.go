@@ -41,6 +41,9 @@ type Runtime struct {
 	// level is the log level the environment asks for: "" (runc's
 	// --debug decides), "debug", "info" or "error" (quiet).
 	level string
+	// mapEntry maps a cache entry: mapCacheFile, or in tests one that
+	// changes the file under its mapping.
+	mapEntry func(r *os.Root, name string) (data []byte, release func(), err error)
 }
 
 // LogLevels are the levels WithLogLevel takes.
@@ -78,7 +81,7 @@ func WithResolver(f func(dirs []string) ([]byte, error)) Option {
 
 // New returns a Runtime.
 func New(opts ...Option) *Runtime {
-	r := &Runtime{exec: syscall.Exec, env: os.Environ(), resolve: resolveChild}
+	r := &Runtime{exec: syscall.Exec, env: os.Environ(), resolve: resolveChild, mapEntry: mapCacheFile}
 	for _, o := range opts {
 		o(r)
 	}
@@ -290,17 +293,18 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	)
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		d, release, err := mapCacheFile(root, fp)
-		if err == nil {
-			defer release()
-		}
+		d, release, err := r.mapEntry(root, fp)
 		switch {
-		case err == nil && whole(d):
+		case err == nil:
+			defer release()
 			data = d
-		case err == nil || !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist):
 			replace = true
 		}
 	}
+	// The mapped bytes are read only under mappedEdits' guard, even to
+	// tell a whole entry (requestEdits does): one cut short under the
+	// mapping faults wherever it is first touched.
 	if data != nil {
 		if edits, ok, err := mappedEdits(data, req, dirs, kind); ok {
 			if err != nil {
