@@ -96,7 +96,8 @@ func New(opts ...Option) *Runtime {
 // It returns only on error, or after a replaced exec returns.
 func (r *Runtime) Run(args []string) error {
 	inv := parseArgs(args)
-	if inv.command != "create" {
+	// runc prints its help or version instead of creating anything.
+	if inv.command != "create" || inv.help || inv.version {
 		real, err := r.realRuntime()
 		if err != nil {
 			r.fail(inv, err)

@@ -213,6 +213,11 @@ func TestOtherCommandsPassThrough(t *testing.T) {
 		{"features"},
 		{"--version"},
 		{},
+		// Help and version instead of a create, as runc reads them.
+		{"create", "--bundle", f.bundle, "--help", "ctr1"},
+		{"create", "-h"},
+		{"--help", "create", "--bundle", f.bundle, "ctr1"},
+		{"--version", "create", "--bundle", f.bundle, "ctr1"},
 	} {
 		f.calls = nil
 		if err := f.rt.Run(args); err != nil {
