@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/cdientry"
+	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
@@ -193,7 +195,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		bundle = wd
 	}
 	path := filepath.Join(bundle, "config.json")
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("bundle %s has no config.json: pass the bundle with --bundle", bundle)
@@ -269,6 +271,40 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Infof("create %s: injected %s (from %s)", inv.id, list(req.devices), req.source)
 	}
 	return nil
+}
+
+// readConfig reads config.json as os.ReadFile does, following a link as
+// runc does, but only a regular file: a FIFO (opened without blocking)
+// would hang the create, a device such as /dev/zero would be read until
+// memory runs out.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a regular file", filepath.Base(path), filekind.Name(fi.Mode()))
+	}
+	// One allocation of the file's size, as os.ReadFile makes.
+	data := make([]byte, 0, max(fi.Size()+1, 512))
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
 }
 
 // inject resolves the request and applies the edits: from the resolved-

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,6 +342,52 @@ func TestCreateBadInput(t *testing.T) {
 				if jerr := json.Unmarshal(line, &entry); jerr != nil || entry.Level != "error" || entry.Msg != err.Error() {
 					t.Errorf("runc --log = %q, want one json entry at level \"error\"", line)
 				}
+			}
+		})
+	}
+}
+
+// TestCreateConfigNotRegular: a config.json that is not a regular file
+// (after links, which runc follows) fails create at once in one line,
+// and is left as it is: a FIFO would hang the create, a device such as
+// /dev/zero would be read until memory runs out.
+func TestCreateConfigNotRegular(t *testing.T) {
+	tests := []struct {
+		name    string
+		plant   func(path string) error
+		wantErr string
+	}{
+		{"FIFO", func(path string) error { return syscall.Mkfifo(path, 0o600) },
+			"config.json is a FIFO, not a regular file"},
+		{"link to a FIFO", func(path string) error {
+			fifo := filepath.Join(filepath.Dir(path), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(fifo, path)
+		}, "config.json is a FIFO, not a regular file"},
+		{"link to a device", func(path string) error { return os.Symlink("/dev/null", path) },
+			"config.json is a character device, not a regular file"},
+		{"folder", func(path string) error { return os.Mkdir(path, 0o700) },
+			"config.json is a folder, not a regular file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			os.Remove(f.config)
+			if err := tt.plant(f.config); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(f.config)
+			err := runWithin(t, f)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error = %v, want one line containing %q", err, tt.wantErr)
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("exec ran: %q", f.calls)
+			}
+			if after, err := os.Lstat(f.config); err != nil || after.Mode() != before.Mode() {
+				t.Errorf("config.json is now %v, %v; want it left as %v", after.Mode(), err, before.Mode())
 			}
 		})
 	}
