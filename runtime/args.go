@@ -20,11 +20,11 @@ type invocation struct {
 	id     string
 }
 
-// globalValueFlag says whether runc's global option name takes a value;
-// the others are booleans.
+// globalValueFlag says whether runc's or crun's global option name takes
+// a value; the others are booleans.
 func globalValueFlag(name string) bool {
 	switch name {
-	case "log", "log-format", "root", "criu", "rootless":
+	case "log", "log-format", "root", "criu", "rootless", "cgroup-manager", "log-level":
 		return true
 	}
 	return false

@@ -211,6 +211,10 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--help=false", "create", "ctr"}, invocation{command: "create", id: "ctr"}},
 		{[]string{"--version", "create", "ctr"}, invocation{command: "create", version: true, id: "ctr"}},
 		{[]string{"create", "--", "--help"}, invocation{command: "create", id: "--help"}},
+		// crun's global options that take a value (crun is in the
+		// default [runtime] runtimes).
+		{[]string{"--cgroup-manager", "systemd", "--log-level", "debug", "create", "--bundle", "/b", "ctr"},
+			invocation{command: "create", bundle: "/b", id: "ctr"}},
 		// Booleans as Go's flag package reads them.
 		{[]string{"--debug=1", "create", "ctr"}, invocation{command: "create", debug: true, id: "ctr"}},
 		{[]string{"--debug=f", "create", "ctr"}, invocation{command: "create", id: "ctr"}},
