@@ -580,7 +580,8 @@ func jsonError(data []byte, err error) error {
 		if want == "" {
 			want = "a number"
 		}
-		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+		// Both quote the document: a number may be a megabyte long.
+		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", clip(te.Field, 200), article(te.Value), clip(te.Value, 200), want)
 	}
 	var dup *jsonobj.DuplicateKeyError
 	if errors.As(err, &dup) {

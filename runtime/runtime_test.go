@@ -280,6 +280,25 @@ func TestCreateBadInput(t *testing.T) {
 				os.WriteFile(f.config, []byte(`{"annotations":{"cdi.k8s.io/a":"nvidia.com/gpu=0","cdi.k8s.io/a":"nvidia.com/gpu=1"}}`), 0o600)
 			},
 			wantErr: `config.json: duplicate key "cdi.k8s.io/a" in annotations`},
+		// Keys and numbers the image or the user sets (docker's
+		// --annotation) are quoted clipped: one line of at most a few KB.
+		{name: "long key twice",
+			setup: func(f *fixture) {
+				k := strings.Repeat("k", 1<<20)
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"annotations":{"`+k+`":"1","`+k+`":"2"}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "kkkk`},
+		{name: "key twice below a long key",
+			setup: func(f *fixture) {
+				k := strings.Repeat("k", 1<<20)
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"hooks":{"`+k+`":{"x":1,"x":2}}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "x" in hooks.kkkk`},
+		{name: "long number",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"],"user":{"uid":1`+strings.Repeat("0", 1<<20)+`}}}`), 0o600)
+			},
+			wantErr: `config.json: not a valid OCI spec: "process.user.uid" is a number 1000`},
 		{name: "missing bundle",
 			args:    func(f *fixture) []string { return []string{"create", "--bundle", f.bundle + "-gone", "ctr1"} },
 			wantErr: "create ctr1: bundle " + "BUNDLE-gone has no config.json: pass the bundle with --bundle"},
@@ -322,6 +341,9 @@ func TestCreateBadInput(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error has more than one line: %q", err)
+			}
+			if len(err.Error()) > maxMessage {
+				t.Errorf("error is %d bytes, want at most %d", len(err.Error()), maxMessage)
 			}
 			if len(f.calls) != 0 {
 				t.Errorf("exec ran: %q", f.calls)
