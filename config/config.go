@@ -310,6 +310,21 @@ func (c *Config) validate() error {
 	if err := c.Kubernetes.validate(); err != nil {
 		return fmt.Errorf("[kubernetes] %w", err)
 	}
+	if err := c.Runtime.validate(); err != nil {
+		return fmt.Errorf("[runtime] %w", err)
+	}
+	return nil
+}
+
+// validate checks the paths gpuctk-runtime uses: it runs in the bundle's
+// folder, where a relative one would put its cache and log in every
+// container's bundle.
+func (r *Runtime) validate() error {
+	for _, p := range []struct{ key, path string }{{"cache-dir", r.CacheDir}, {"log-file", r.LogFile}} {
+		if !filepath.IsAbs(p.path) {
+			return fmt.Errorf(`%q %q is not an absolute path`, p.key, p.path)
+		}
+	}
 	return nil
 }
 

@@ -52,6 +52,10 @@ func TestParseErrors(t *testing.T) {
 		{"replica names not a list", "[cdi]\nreplica-names = \"index\"\n", "line 2"},
 		{"unknown key", "[cdi]\nvendr = \"x\"\n", `line 2 column 1: unknown key "cdi.vendr"`},
 		{"syntax", "[[sharing]\n", "line 1"},
+		// gpuctk-runtime runs in the bundle's folder: a relative path
+		// would put its cache and log in every container's bundle.
+		{"relative cache-dir", "[runtime]\ncache-dir = \"runtime-cache\"\n", `[runtime] "cache-dir" "runtime-cache" is not an absolute path`},
+		{"relative log-file", "[runtime]\nlog-file = \"gpuctk-runtime.log\"\n", `[runtime] "log-file" "gpuctk-runtime.log" is not an absolute path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.data))

@@ -1,6 +1,9 @@
 package runtime
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // invocation is what gpuctk-runtime needs to know of its command line; the
 // command line itself is passed on to the real runtime untouched.
@@ -10,17 +13,18 @@ type invocation struct {
 	logFormat string // runc's global --log-format: text or json
 	debug     bool   // runc's global --debug
 	version   bool   // runc's global --version or -v
+	help      bool   // runc's --help or -h, global or create's
 
 	// Of create only.
 	bundle string
 	id     string
 }
 
-// globalValueFlag says whether runc's global option name takes a value;
-// the others are booleans.
+// globalValueFlag says whether runc's or crun's global option name takes
+// a value; the others are booleans.
 func globalValueFlag(name string) bool {
 	switch name {
-	case "log", "log-format", "root", "criu", "rootless":
+	case "log", "log-format", "root", "criu", "rootless", "cgroup-manager", "log-level":
 		return true
 	}
 	return false
@@ -33,6 +37,17 @@ func createValueFlag(name string) bool {
 		return true
 	}
 	return false
+}
+
+// boolFlag is the value of a boolean option as Go's flag package, runc's,
+// reads it: set without a value, else strconv.ParseBool's (runc refuses
+// what that does not take).
+func boolFlag(hasVal bool, val string) bool {
+	if !hasVal {
+		return true
+	}
+	on, _ := strconv.ParseBool(val)
+	return on
 }
 
 // VersionRequested says whether args ask for the version (runc's global
@@ -63,9 +78,11 @@ func parseArgs(args []string) invocation {
 		case "log-format":
 			inv.logFormat = val
 		case "debug":
-			inv.debug = !hasVal || val == "true"
+			inv.debug = boolFlag(hasVal, val)
 		case "version", "v":
-			inv.version = true
+			inv.version = boolFlag(hasVal, val)
+		case "help", "h":
+			inv.help = boolFlag(hasVal, val)
 		}
 	}
 	if i < len(args) && args[i] == "--" {
@@ -98,8 +115,11 @@ func parseArgs(args []string) invocation {
 			j++
 			val = rest[j]
 		}
-		if name == "bundle" || name == "b" {
+		switch name {
+		case "bundle", "b":
 			inv.bundle = val
+		case "help", "h":
+			inv.help = boolFlag(hasVal, val)
 		}
 	}
 	return inv

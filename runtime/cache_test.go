@@ -209,3 +209,42 @@ func TestMappedEntryCutShort(t *testing.T) {
 		t.Fatalf("entry cut short under its mapping: edits %v, ok %v, err %v; want an entry that cannot answer", edits, ok, err)
 	}
 }
+
+// TestCreateWithEntryCutShortWhileMapped: an entry cut short between its
+// mapping and its reading (by hand, or another tool) must not crash the
+// create (SIGBUS) wherever its bytes are first touched: the create gets
+// the devices as without a cache, and the entry is rewritten.
+func TestCreateWithEntryCutShortWhileMapped(t *testing.T) {
+	f := newFixture(t, withEnv("mig-0"))
+	orig, _ := os.ReadFile(f.config)
+	if err := runWithin(t, f); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := os.ReadFile(f.config)
+	os.WriteFile(f.config, orig, 0o600)
+	f.rt.mapEntry = func(r *os.Root, name string) ([]byte, func(), error) {
+		data, release, err := mapCacheFile(r, name)
+		if err == nil {
+			f, err := r.OpenFile(name, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Truncate(0)
+			f.Close()
+		}
+		return data, release, err
+	}
+	if err := runWithin(t, f); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got, _ := os.ReadFile(f.config); !bytes.Equal(got, want) {
+		t.Errorf("config.json differs from a create with a whole entry:\n%s\nwant\n%s", got, want)
+	}
+	entries, _ := os.ReadDir(f.rt.cfg.Runtime.CacheDir)
+	if len(entries) != 1 {
+		t.Fatalf("cache holds %v, want one entry", entries)
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.rt.cfg.Runtime.CacheDir, entries[0].Name())); !whole(data) {
+		t.Errorf("the entry cut short was not rewritten: %q", data)
+	}
+}

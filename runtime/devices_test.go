@@ -203,6 +203,21 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--root", "/r", "start", "--bundle", "/b", "ctr"}, invocation{command: "start"}},
 		{[]string{"--version"}, invocation{version: true}},
 		{[]string{"-v"}, invocation{version: true}},
+		// runc prints its help or version instead of running create.
+		{[]string{"create", "--help"}, invocation{command: "create", help: true}},
+		{[]string{"create", "-b", "/b", "ctr", "-h"}, invocation{command: "create", help: true, bundle: "/b", id: "ctr"}},
+		{[]string{"--help", "create", "ctr"}, invocation{command: "create", help: true, id: "ctr"}},
+		{[]string{"-h=true", "create", "ctr"}, invocation{command: "create", help: true, id: "ctr"}},
+		{[]string{"--help=false", "create", "ctr"}, invocation{command: "create", id: "ctr"}},
+		{[]string{"--version", "create", "ctr"}, invocation{command: "create", version: true, id: "ctr"}},
+		{[]string{"create", "--", "--help"}, invocation{command: "create", id: "--help"}},
+		// crun's global options that take a value (crun is in the
+		// default [runtime] runtimes).
+		{[]string{"--cgroup-manager", "systemd", "--log-level", "debug", "create", "--bundle", "/b", "ctr"},
+			invocation{command: "create", bundle: "/b", id: "ctr"}},
+		// Booleans as Go's flag package reads them.
+		{[]string{"--debug=1", "create", "ctr"}, invocation{command: "create", debug: true, id: "ctr"}},
+		{[]string{"--debug=f", "create", "ctr"}, invocation{command: "create", id: "ctr"}},
 		{nil, invocation{}},
 	}
 	for _, tt := range tests {

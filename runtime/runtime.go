@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/cdientry"
+	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
 )
 
@@ -41,6 +43,9 @@ type Runtime struct {
 	// level is the log level the environment asks for: "" (runc's
 	// --debug decides), "debug", "info" or "error" (quiet).
 	level string
+	// mapEntry maps a cache entry: mapCacheFile, or in tests one that
+	// changes the file under its mapping.
+	mapEntry func(r *os.Root, name string) (data []byte, release func(), err error)
 }
 
 // LogLevels are the levels WithLogLevel takes.
@@ -78,7 +83,7 @@ func WithResolver(f func(dirs []string) ([]byte, error)) Option {
 
 // New returns a Runtime.
 func New(opts ...Option) *Runtime {
-	r := &Runtime{exec: syscall.Exec, env: os.Environ(), resolve: resolveChild}
+	r := &Runtime{exec: syscall.Exec, env: os.Environ(), resolve: resolveChild, mapEntry: mapCacheFile}
 	for _, o := range opts {
 		o(r)
 	}
@@ -93,7 +98,8 @@ func New(opts ...Option) *Runtime {
 // It returns only on error, or after a replaced exec returns.
 func (r *Runtime) Run(args []string) error {
 	inv := parseArgs(args)
-	if inv.command != "create" {
+	// runc prints its help or version instead of creating anything.
+	if inv.command != "create" || inv.help || inv.version {
 		real, err := r.realRuntime()
 		if err != nil {
 			r.fail(inv, err)
@@ -189,7 +195,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		bundle = wd
 	}
 	path := filepath.Join(bundle, "config.json")
-	data, err := os.ReadFile(path)
+	data, err := readConfig(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("bundle %s has no config.json: pass the bundle with --bundle", bundle)
@@ -267,6 +273,40 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	return nil
 }
 
+// readConfig reads config.json as os.ReadFile does, following a link as
+// runc does, but only a regular file: a FIFO (opened without blocking)
+// would hang the create, a device such as /dev/zero would be read until
+// memory runs out.
+func readConfig(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a regular file", filepath.Base(path), filekind.Name(fi.Mode()))
+	}
+	// One allocation of the file's size, as os.ReadFile makes.
+	data := make([]byte, 0, max(fi.Size()+1, 512))
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
+}
+
 // inject resolves the request and applies the edits: from the resolved-
 // device cache when it can answer, else from an entry made now (by
 // gpuctkSpec, or by the CDI library in a `gpuctk cdi resolve` child),
@@ -290,17 +330,18 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	)
 	if root != nil {
 		fp, _ = fingerprint(dirs)
-		d, release, err := mapCacheFile(root, fp)
-		if err == nil {
-			defer release()
-		}
+		d, release, err := r.mapEntry(root, fp)
 		switch {
-		case err == nil && whole(d):
+		case err == nil:
+			defer release()
 			data = d
-		case err == nil || !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist):
 			replace = true
 		}
 	}
+	// The mapped bytes are read only under mappedEdits' guard, even to
+	// tell a whole entry (requestEdits does): one cut short under the
+	// mapping faults wherever it is first touched.
 	if data != nil {
 		if edits, ok, err := mappedEdits(data, req, dirs, kind); ok {
 			if err != nil {
@@ -539,7 +580,8 @@ func jsonError(data []byte, err error) error {
 		if want == "" {
 			want = "a number"
 		}
-		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", te.Field, article(te.Value), te.Value, want)
+		// Both quote the document: a number may be a megabyte long.
+		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", clip(te.Field, 200), article(te.Value), clip(te.Value, 200), want)
 	}
 	var dup *jsonobj.DuplicateKeyError
 	if errors.As(err, &dup) {

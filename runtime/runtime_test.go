@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -213,6 +214,11 @@ func TestOtherCommandsPassThrough(t *testing.T) {
 		{"features"},
 		{"--version"},
 		{},
+		// Help and version instead of a create, as runc reads them.
+		{"create", "--bundle", f.bundle, "--help", "ctr1"},
+		{"create", "-h"},
+		{"--help", "create", "--bundle", f.bundle, "ctr1"},
+		{"--version", "create", "--bundle", f.bundle, "ctr1"},
 	} {
 		f.calls = nil
 		if err := f.rt.Run(args); err != nil {
@@ -274,6 +280,25 @@ func TestCreateBadInput(t *testing.T) {
 				os.WriteFile(f.config, []byte(`{"annotations":{"cdi.k8s.io/a":"nvidia.com/gpu=0","cdi.k8s.io/a":"nvidia.com/gpu=1"}}`), 0o600)
 			},
 			wantErr: `config.json: duplicate key "cdi.k8s.io/a" in annotations`},
+		// Keys and numbers the image or the user sets (docker's
+		// --annotation) are quoted clipped: one line of at most a few KB.
+		{name: "long key twice",
+			setup: func(f *fixture) {
+				k := strings.Repeat("k", 1<<20)
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"annotations":{"`+k+`":"1","`+k+`":"2"}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "kkkk`},
+		{name: "key twice below a long key",
+			setup: func(f *fixture) {
+				k := strings.Repeat("k", 1<<20)
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"]},"hooks":{"`+k+`":{"x":1,"x":2}}}`), 0o600)
+			},
+			wantErr: `config.json: duplicate key "x" in hooks.kkkk`},
+		{name: "long number",
+			setup: func(f *fixture) {
+				os.WriteFile(f.config, []byte(`{"process":{"env":["NVIDIA_VISIBLE_DEVICES=0"],"user":{"uid":1`+strings.Repeat("0", 1<<20)+`}}}`), 0o600)
+			},
+			wantErr: `config.json: not a valid OCI spec: "process.user.uid" is a number 1000`},
 		{name: "missing bundle",
 			args:    func(f *fixture) []string { return []string{"create", "--bundle", f.bundle + "-gone", "ctr1"} },
 			wantErr: "create ctr1: bundle " + "BUNDLE-gone has no config.json: pass the bundle with --bundle"},
@@ -317,6 +342,9 @@ func TestCreateBadInput(t *testing.T) {
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("error has more than one line: %q", err)
 			}
+			if len(err.Error()) > maxMessage {
+				t.Errorf("error is %d bytes, want at most %d", len(err.Error()), maxMessage)
+			}
 			if len(f.calls) != 0 {
 				t.Errorf("exec ran: %q", f.calls)
 			}
@@ -336,6 +364,52 @@ func TestCreateBadInput(t *testing.T) {
 				if jerr := json.Unmarshal(line, &entry); jerr != nil || entry.Level != "error" || entry.Msg != err.Error() {
 					t.Errorf("runc --log = %q, want one json entry at level \"error\"", line)
 				}
+			}
+		})
+	}
+}
+
+// TestCreateConfigNotRegular: a config.json that is not a regular file
+// (after links, which runc follows) fails create at once in one line,
+// and is left as it is: a FIFO would hang the create, a device such as
+// /dev/zero would be read until memory runs out.
+func TestCreateConfigNotRegular(t *testing.T) {
+	tests := []struct {
+		name    string
+		plant   func(path string) error
+		wantErr string
+	}{
+		{"FIFO", func(path string) error { return syscall.Mkfifo(path, 0o600) },
+			"config.json is a FIFO, not a regular file"},
+		{"link to a FIFO", func(path string) error {
+			fifo := filepath.Join(filepath.Dir(path), "fifo")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(fifo, path)
+		}, "config.json is a FIFO, not a regular file"},
+		{"link to a device", func(path string) error { return os.Symlink("/dev/null", path) },
+			"config.json is a character device, not a regular file"},
+		{"folder", func(path string) error { return os.Mkdir(path, 0o700) },
+			"config.json is a folder, not a regular file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			os.Remove(f.config)
+			if err := tt.plant(f.config); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(f.config)
+			err := runWithin(t, f)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("error = %v, want one line containing %q", err, tt.wantErr)
+			}
+			if len(f.calls) != 0 {
+				t.Errorf("exec ran: %q", f.calls)
+			}
+			if after, err := os.Lstat(f.config); err != nil || after.Mode() != before.Mode() {
+				t.Errorf("config.json is now %v, %v; want it left as %v", after.Mode(), err, before.Mode())
 			}
 		})
 	}

@@ -35,6 +35,8 @@ func TestCommandLine(t *testing.T) {
 	bad := filepath.Join(dir, "bad.toml")
 	os.WriteFile(bad, []byte("[runtime\n"), 0o644)
 	runcVersion, _ := exec.Command(runc, "--version").Output()
+	runcCreateHelp, _ := exec.Command(runc, "create", "--help").Output()
+	runcGlobalHelp, _ := exec.Command(runc, "--help", "create").Output()
 
 	tests := []struct {
 		name    string
@@ -47,6 +49,9 @@ func TestCommandLine(t *testing.T) {
 			want: "gpuctk-runtime version 1.2.3-test\n" + string(runcVersion)},
 		{name: "v", args: []string{"-v"}, config: good,
 			want: "gpuctk-runtime version 1.2.3-test\n" + string(runcVersion)},
+		// runc's help, not a create of the current folder's bundle.
+		{name: "create help", args: []string{"create", "--help"}, config: good, want: string(runcCreateHelp)},
+		{name: "help before create", args: []string{"--help", "create"}, config: good, want: string(runcGlobalHelp)},
 		// A broken configuration must not stop containers from being
 		// listed or deleted; it fails create.
 		{name: "broken config, version", args: []string{"--version"}, config: bad,
