@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -386,18 +388,21 @@ func TestManagerContext(t *testing.T) {
 	t.Run("start", func(t *testing.T) {
 		// -d never returns.
 		m, state := newManager(t, driverRootWith(t, "#!/bin/sh\nexec sleep 30\n"))
-		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1", "2"}, Strategy: config.MPS, Replicas: 2})
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if _, err := m.Start(ctx, devs); err == nil {
-			t.Error("start succeeded")
+		// The first device uses up the deadline; the second is not tried.
+		if _, err := m.Start(ctx, devs); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("start = %v; want one line", err)
 		}
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("start took %s past a 300ms deadline", d)
 		}
-		if isMountPoint(devs[0].ShmDir()) || isMountPoint(devs[0].PipeDir()) {
-			t.Error("tmpfs left mounted")
+		for _, d := range devs {
+			if isMountPoint(d.ShmDir()) || isMountPoint(d.PipeDir()) {
+				t.Errorf("%s: tmpfs left mounted", d)
+			}
 		}
 	})
 	t.Run("stop", func(t *testing.T) {
@@ -423,6 +428,64 @@ func TestManagerContext(t *testing.T) {
 		}
 		if alive(res[0].PID) {
 			t.Errorf("daemon %d still runs", res[0].PID)
+		}
+	})
+}
+
+// failingQuit is a control binary that runs the double but fails to send
+// quit, as when a tenant running as root takes the socket's name away
+// between gpuctk's check of the daemon and its quit.
+func failingQuit(t *testing.T) string {
+	return fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -d ] && exec %[1]s -d\nread -r cmd\n"+
+		"[ \"$cmd\" = quit ] && { echo 'Cannot find MPS control daemon process' >&2; exit 1; }\n"+
+		"echo \"$cmd\" | exec %[1]s\n", double(t))
+}
+
+// What a tenant does to its own device's daemon leaves start and stop of
+// the other devices' daemons alone.
+func TestManagerOtherDevicesGoOn(t *testing.T) {
+	t.Run("start", func(t *testing.T) {
+		m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0", "2"}, Strategy: config.MPS, Replicas: 2})
+		res, err := m.Start(t.Context(), devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A tenant running as root removes GPU 0's socket; GPU 2's
+		// daemon dies.
+		os.Remove(devs[0].ControlSocket())
+		if err := m.kill(devs[1], res[1].PID); err != nil {
+			t.Fatal(err)
+		}
+		res2, err := m.Start(t.Context(), devs)
+		if err == nil || !strings.HasPrefix(err.Error(), "MPS device "+devs[0].String()+": its daemon (pid ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("err = %v, want one line about %s", err, devs[0])
+		}
+		if len(res2) != 1 || res2[0].Device.UUID() != devs[1].UUID() || res2[0].Action != "started" || !alive(res2[0].PID) {
+			t.Errorf("start = %+v: %s's daemon was not restarted", res2, devs[1])
+		}
+		if !alive(res[0].PID) {
+			t.Errorf("%s's daemon was stopped", devs[0])
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		m, state := newManager(t, driverRootWith(t, failingQuit(t)), WithTimeout(500*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0", "2"}, Strategy: config.MPS, Replicas: 2})
+		res, err := m.Start(t.Context(), devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res2, err := m.Stop(t.Context(), devs)
+		if err != nil || len(res2) != 2 || res2[0].Action != "killed" || res2[1].Action != "killed" {
+			t.Errorf("stop = %+v, %v; want both killed", res2, err)
+		}
+		for i, r := range res {
+			if alive(r.PID) {
+				t.Errorf("%s: daemon %d still runs", devs[i], r.PID)
+			}
+			if isMountPoint(devs[i].ShmDir()) || isMountPoint(devs[i].PipeDir()) {
+				t.Errorf("%s: tmpfs left mounted", devs[i])
+			}
 		}
 	})
 }
