@@ -489,3 +489,79 @@ func TestManagerOtherDevicesGoOn(t *testing.T) {
 		}
 	})
 }
+
+// A tenant running as root in the pipe folder of a daemon that died (start
+// reuses that tmpfs, so its containers reach the new daemon) swaps its own
+// socket in under the name control right after the new daemon answered.
+// gpuctk must not record the tenant's socket as the daemon's: the hook,
+// which cannot see the listener's pid from a container's pid namespace,
+// would then pass containers on it alone.
+func TestManagerRecordsCheckedSocket(t *testing.T) {
+	// The control binary runs the double and, once the daemon's defaults
+	// are set, lets the tenant swap after the last answer.
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -d ] && exec %[1]s -d\nread -r cmd\n"+
+		"echo \"$cmd\" | %[1]s || exit\n"+
+		"case \"$cmd\" in\n"+
+		"set_*) touch \"$CUDA_MPS_LOG_DIRECTORY/configured\" ;;\n"+
+		"get_*) [ -e \"$CUDA_MPS_LOG_DIRECTORY/configured\" ] || exit 0\n"+
+		"  touch \"$CUDA_MPS_PIPE_DIRECTORY/swap\"\n"+
+		"  i=0; while [ ! -e \"$CUDA_MPS_PIPE_DIRECTORY/swapped\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done ;;\n"+
+		"esac\n", double(t))
+	m, state := newManager(t, driverRootWith(t, script), WithTimeout(2*time.Second))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	pipe := devs[0].PipeDir()
+	control := devs[0].ControlSocket()
+
+	tenant := make(chan error, 1)
+	var planted unix.Stat_t
+	go func() {
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(pipe, "swap")); err == nil {
+				break
+			}
+			if i == 500 {
+				tenant <- errors.New("never asked to swap")
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ln, err := net.Listen("unix", filepath.Join(pipe, "mine"))
+		if err != nil {
+			tenant <- err
+			return
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		if err := os.Rename(control, filepath.Join(pipe, "theirs")); err != nil {
+			tenant <- err
+			return
+		}
+		if err := os.Rename(filepath.Join(pipe, "mine"), control); err != nil {
+			tenant <- err
+			return
+		}
+		if err := unix.Lstat(control, &planted); err != nil {
+			tenant <- err
+			return
+		}
+		tenant <- os.WriteFile(filepath.Join(pipe, "swapped"), nil, 0o644)
+	}()
+	_, err := m.Start(t.Context(), devs)
+	if err := <-tenant; err != nil {
+		t.Fatalf("tenant: %v", err)
+	}
+	if rec, rerr := m.readRecord(devs[0].UUID()); rerr == nil && rec.ControlInode == planted.Ino {
+		t.Errorf("the record names the tenant's socket (inode %d) as the daemon's", planted.Ino)
+	}
+	if err == nil || !strings.Contains(err.Error(), control) {
+		t.Errorf("start = %v; want it refused: %s is not the daemon's", err, control)
+	}
+}
