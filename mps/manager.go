@@ -170,7 +170,10 @@ func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, er
 		s.PID = m.pid(s.Device)
 		s.ShmMounted = m.shmMounted(s.Device)
 		if ctlErr == nil {
+			// A hung daemon takes the query and never answers.
+			ctx, cancel := context.WithTimeout(ctx, m.timeout)
 			s.Answering = m.answers(ctx, ctl, s.Device)
+			cancel()
 		}
 	}
 	return all, nil

@@ -405,6 +405,30 @@ func TestManagerContext(t *testing.T) {
 			}
 		}
 	})
+	t.Run("status", func(t *testing.T) {
+		root := driverRootWith(t, "")
+		m, state := newManager(t, root, WithTimeout(300*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		if _, err := m.Start(t.Context(), devs); err != nil {
+			t.Fatal(err)
+		}
+		// The daemon hangs: the control client waits for an answer that
+		// never comes.
+		bin := filepath.Join(root, "usr/bin", controlName)
+		if err := os.WriteFile(bin+".new", []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(bin+".new", bin); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if st, err := m.Status(t.Context(), devs); err != nil || st[0].Answering || st[0].PID == 0 {
+			t.Errorf("status = %+v, %v; want not answering", st, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("status took %s past a 300ms timeout", d)
+		}
+	})
 	t.Run("stop", func(t *testing.T) {
 		m, state := newManager(t, driverRootWith(t, ""))
 		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
