@@ -16,7 +16,6 @@ import (
 
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/mps/peer"
-	"golang.org/x/sys/unix"
 
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -96,15 +95,17 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	if f, err := strconv.ParseFloat(got, 64); err != nil || int(f) != p {
 		return 0, fmt.Errorf("its daemon reports an active thread percentage of %q after it was set to %d", got, p)
 	}
-	// Keep the daemon's pid where no container can change it.
+	// Keep the daemon's pid where no container can change it, and the
+	// inode of the socket its listener was checked on: not whatever a
+	// tenant put under the socket's name since.
 	rec, _ := m.readRecord(d.UUID())
 	pid := m.pid(d)
 	if pid > 0 && rec.MountNS != 0 {
-		rec.Share, rec.PID = *d, pid
-		var st unix.Stat_t
-		if err := unix.Lstat(d.ControlSocket(), &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFSOCK {
-			rec.ControlInode = st.Ino
+		ino, err := peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second)
+		if err != nil {
+			return 0, fmt.Errorf("its control socket: %w", err)
 		}
+		rec.Share, rec.PID, rec.ControlInode = *d, pid, ino
 		if err := m.writeRecord(rec); err != nil {
 			return 0, err
 		}
@@ -117,9 +118,10 @@ func (m *Manager) stop(ctx context.Context, ctl string, d *offer.Share) (Result,
 	defer cancel()
 	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
 	if ctl != "" && m.answers(ctx, ctl, d) {
-		if _, err := m.control(ctx, ctl, d, "quit"); err != nil {
-			return r, err
-		}
+		// quit goes to whatever holds the socket's name by then: a tenant
+		// running as root can take it away meanwhile. A daemon that did
+		// not get it is killed below, as one that ignored it.
+		m.control(ctx, ctl, d, "quit")
 		r.Action = "stopped"
 	}
 wait:

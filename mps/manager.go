@@ -2,6 +2,7 @@ package mps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,7 +87,9 @@ type Status struct {
 // devs come from offer.Resolve, which checked them against the rules of
 // MPS. A device whose daemon already answers is left alone. A device that
 // fails to start is left as it was found: no daemon, no mount, its compute
-// mode restored.
+// mode restored; the other devices are started all the same (what a tenant
+// does to its own device's daemon must not keep the others down), and the
+// error has one line per device that failed.
 func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, error) {
 	devs = mpsOnly(devs)
 	if len(devs) == 0 {
@@ -107,19 +110,26 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 	}
 	defer unlock()
 	var results []Result
+	var errs []error
 	for _, d := range devs {
 		r, err := m.start(ctx, ctl, d)
 		if err != nil {
-			return results, fmt.Errorf("MPS device %s: %w", d, err)
+			errs = append(errs, fmt.Errorf("MPS device %s: %w", d, err))
+			if ctx.Err() != nil {
+				break // interrupted: the next devices would fail the same way
+			}
+			continue
 		}
 		results = append(results, r)
 	}
-	return results, nil
+	return results, errors.Join(errs...)
 }
 
 // Stop stops the daemons of the MPS-shared devices in devs and of every
 // other device gpuctk started a daemon for, unmounts their tmpfs and
 // restores compute modes. Stopping a device with no daemon is not an error.
+// A device that fails to stop does not keep the others from stopping; the
+// error has one line per device that failed.
 func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
 	unlock, err := m.lock()
 	if err != nil {
@@ -132,17 +142,19 @@ func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, erro
 	}
 	ctl, ctlErr := FindControl(m.driverRoot)
 	var results []Result
+	var errs []error
 	for _, s := range all {
 		if ctlErr != nil && (m.pid(s.Device) > 0 || m.shmMounted(s.Device)) {
-			return results, ctlErr
+			return results, errors.Join(append(errs, ctlErr)...)
 		}
 		r, err := m.stop(ctx, ctl, s.Device)
 		if err != nil {
-			return results, fmt.Errorf("MPS device %s: %w", s.Device, err)
+			errs = append(errs, fmt.Errorf("MPS device %s: %w", s.Device, err))
+			continue
 		}
 		results = append(results, r)
 	}
-	return results, nil
+	return results, errors.Join(errs...)
 }
 
 // Status reports the daemons of the MPS-shared devices in devs and of any
@@ -158,7 +170,10 @@ func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, er
 		s.PID = m.pid(s.Device)
 		s.ShmMounted = m.shmMounted(s.Device)
 		if ctlErr == nil {
+			// A hung daemon takes the query and never answers.
+			ctx, cancel := context.WithTimeout(ctx, m.timeout)
 			s.Answering = m.answers(ctx, ctl, s.Device)
+			cancel()
 		}
 	}
 	return all, nil

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -386,18 +388,45 @@ func TestManagerContext(t *testing.T) {
 	t.Run("start", func(t *testing.T) {
 		// -d never returns.
 		m, state := newManager(t, driverRootWith(t, "#!/bin/sh\nexec sleep 30\n"))
-		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1", "2"}, Strategy: config.MPS, Replicas: 2})
 		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		if _, err := m.Start(ctx, devs); err == nil {
-			t.Error("start succeeded")
+		// The first device uses up the deadline; the second is not tried.
+		if _, err := m.Start(ctx, devs); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("start = %v; want one line", err)
 		}
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("start took %s past a 300ms deadline", d)
 		}
-		if isMountPoint(devs[0].ShmDir()) || isMountPoint(devs[0].PipeDir()) {
-			t.Error("tmpfs left mounted")
+		for _, d := range devs {
+			if isMountPoint(d.ShmDir()) || isMountPoint(d.PipeDir()) {
+				t.Errorf("%s: tmpfs left mounted", d)
+			}
+		}
+	})
+	t.Run("status", func(t *testing.T) {
+		root := driverRootWith(t, "")
+		m, state := newManager(t, root, WithTimeout(300*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+		if _, err := m.Start(t.Context(), devs); err != nil {
+			t.Fatal(err)
+		}
+		// The daemon hangs: the control client waits for an answer that
+		// never comes.
+		bin := filepath.Join(root, "usr/bin", controlName)
+		if err := os.WriteFile(bin+".new", []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(bin+".new", bin); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if st, err := m.Status(t.Context(), devs); err != nil || st[0].Answering || st[0].PID == 0 {
+			t.Errorf("status = %+v, %v; want not answering", st, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("status took %s past a 300ms timeout", d)
 		}
 	})
 	t.Run("stop", func(t *testing.T) {
@@ -425,4 +454,138 @@ func TestManagerContext(t *testing.T) {
 			t.Errorf("daemon %d still runs", res[0].PID)
 		}
 	})
+}
+
+// failingQuit is a control binary that runs the double but fails to send
+// quit, as when a tenant running as root takes the socket's name away
+// between gpuctk's check of the daemon and its quit.
+func failingQuit(t *testing.T) string {
+	return fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -d ] && exec %[1]s -d\nread -r cmd\n"+
+		"[ \"$cmd\" = quit ] && { echo 'Cannot find MPS control daemon process' >&2; exit 1; }\n"+
+		"echo \"$cmd\" | exec %[1]s\n", double(t))
+}
+
+// What a tenant does to its own device's daemon leaves start and stop of
+// the other devices' daemons alone.
+func TestManagerOtherDevicesGoOn(t *testing.T) {
+	t.Run("start", func(t *testing.T) {
+		m, state := newManager(t, driverRootWith(t, ""), WithTimeout(500*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0", "2"}, Strategy: config.MPS, Replicas: 2})
+		res, err := m.Start(t.Context(), devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A tenant running as root removes GPU 0's socket; GPU 2's
+		// daemon dies.
+		os.Remove(devs[0].ControlSocket())
+		if err := m.kill(devs[1], res[1].PID); err != nil {
+			t.Fatal(err)
+		}
+		res2, err := m.Start(t.Context(), devs)
+		if err == nil || !strings.HasPrefix(err.Error(), "MPS device "+devs[0].String()+": its daemon (pid ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("err = %v, want one line about %s", err, devs[0])
+		}
+		if len(res2) != 1 || res2[0].Device.UUID() != devs[1].UUID() || res2[0].Action != "started" || !alive(res2[0].PID) {
+			t.Errorf("start = %+v: %s's daemon was not restarted", res2, devs[1])
+		}
+		if !alive(res[0].PID) {
+			t.Errorf("%s's daemon was stopped", devs[0])
+		}
+	})
+	t.Run("stop", func(t *testing.T) {
+		m, state := newManager(t, driverRootWith(t, failingQuit(t)), WithTimeout(500*time.Millisecond))
+		devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0", "2"}, Strategy: config.MPS, Replicas: 2})
+		res, err := m.Start(t.Context(), devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res2, err := m.Stop(t.Context(), devs)
+		if err != nil || len(res2) != 2 || res2[0].Action != "killed" || res2[1].Action != "killed" {
+			t.Errorf("stop = %+v, %v; want both killed", res2, err)
+		}
+		for i, r := range res {
+			if alive(r.PID) {
+				t.Errorf("%s: daemon %d still runs", devs[i], r.PID)
+			}
+			if isMountPoint(devs[i].ShmDir()) || isMountPoint(devs[i].PipeDir()) {
+				t.Errorf("%s: tmpfs left mounted", devs[i])
+			}
+		}
+	})
+}
+
+// A tenant running as root in the pipe folder of a daemon that died (start
+// reuses that tmpfs, so its containers reach the new daemon) swaps its own
+// socket in under the name control right after the new daemon answered.
+// gpuctk must not record the tenant's socket as the daemon's: the hook,
+// which cannot see the listener's pid from a container's pid namespace,
+// would then pass containers on it alone.
+func TestManagerRecordsCheckedSocket(t *testing.T) {
+	// The control binary runs the double and, once the daemon's defaults
+	// are set, lets the tenant swap after the last answer.
+	script := fmt.Sprintf("#!/bin/sh\n[ \"$1\" = -d ] && exec %[1]s -d\nread -r cmd\n"+
+		"echo \"$cmd\" | %[1]s || exit\n"+
+		"case \"$cmd\" in\n"+
+		"set_*) touch \"$CUDA_MPS_LOG_DIRECTORY/configured\" ;;\n"+
+		"get_*) [ -e \"$CUDA_MPS_LOG_DIRECTORY/configured\" ] || exit 0\n"+
+		"  touch \"$CUDA_MPS_PIPE_DIRECTORY/swap\"\n"+
+		"  i=0; while [ ! -e \"$CUDA_MPS_PIPE_DIRECTORY/swapped\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done ;;\n"+
+		"esac\n", double(t))
+	m, state := newManager(t, driverRootWith(t, script), WithTimeout(2*time.Second))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	pipe := devs[0].PipeDir()
+	control := devs[0].ControlSocket()
+
+	tenant := make(chan error, 1)
+	var planted unix.Stat_t
+	go func() {
+		for i := 0; ; i++ {
+			if _, err := os.Stat(filepath.Join(pipe, "swap")); err == nil {
+				break
+			}
+			if i == 500 {
+				tenant <- errors.New("never asked to swap")
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		ln, err := net.Listen("unix", filepath.Join(pipe, "mine"))
+		if err != nil {
+			tenant <- err
+			return
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+		if err := os.Rename(control, filepath.Join(pipe, "theirs")); err != nil {
+			tenant <- err
+			return
+		}
+		if err := os.Rename(filepath.Join(pipe, "mine"), control); err != nil {
+			tenant <- err
+			return
+		}
+		if err := unix.Lstat(control, &planted); err != nil {
+			tenant <- err
+			return
+		}
+		tenant <- os.WriteFile(filepath.Join(pipe, "swapped"), nil, 0o644)
+	}()
+	_, err := m.Start(t.Context(), devs)
+	if err := <-tenant; err != nil {
+		t.Fatalf("tenant: %v", err)
+	}
+	if rec, rerr := m.readRecord(devs[0].UUID()); rerr == nil && rec.ControlInode == planted.Ino {
+		t.Errorf("the record names the tenant's socket (inode %d) as the daemon's", planted.Ino)
+	}
+	if err == nil || !strings.Contains(err.Error(), control) {
+		t.Errorf("start = %v; want it refused: %s is not the daemon's", err, control)
+	}
 }

@@ -73,35 +73,43 @@ func ReadRecord(path string) (Record, error) {
 // not package net, whose start-up work gpuctk-hook would pay at every
 // container start.
 func Check(path string, rec Record, timeout time.Duration) error {
+	_, err := Socket(path, rec, timeout)
+	return err
+}
+
+// Socket checks the socket at path as Check does and returns its inode
+// number: that of the socket whose listener was checked, whatever holds
+// the name by the time Socket returns.
+func Socket(path string, rec Record, timeout time.Duration) (uint64, error) {
 	if rec.MountNS == 0 {
-		return errors.New("no daemon is recorded")
+		return 0, errors.New("no daemon is recorded")
 	}
 	// O_PATH opens nothing: a FIFO or a device costs nothing here.
 	fd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return &os.PathError{Op: "open", Path: path, Err: err}
+		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return &os.PathError{Op: "stat", Path: path, Err: err}
+		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return fmt.Errorf("%s is not a socket", path)
+		return 0, fmt.Errorf("%s is not a socket", path)
 	}
 	if rec.Socket != 0 && st.Ino != rec.Socket {
-		return fmt.Errorf("%s is not the daemon's socket", path)
+		return 0, fmt.Errorf("%s is not the daemon's socket", path)
 	}
 	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", path, err)
+		return 0, fmt.Errorf("connect to %s: %w", path, err)
 	}
 	defer unix.Close(sock)
 	// A listener whose backlog is full keeps connect waiting: for at most
 	// the send timeout, which Linux applies to a unix socket's connect.
 	tv := unix.NsecToTimeval(max(timeout, time.Millisecond).Nanoseconds())
 	if err := unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-		return fmt.Errorf("connect to %s: %w", path, err)
+		return 0, fmt.Errorf("connect to %s: %w", path, err)
 	}
 	// Connecting through the descriptor reaches the socket just checked,
 	// whatever replaces the name meanwhile.
@@ -112,20 +120,20 @@ func Check(path string, rec Record, timeout time.Duration) error {
 		err = fmt.Errorf("no answer within %v", timeout)
 	}
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", path, err)
+		return 0, fmt.Errorf("connect to %s: %w", path, err)
 	}
 	cred, err := unix.GetsockoptUcred(sock, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
-		return fmt.Errorf("%s: SO_PEERCRED: %w", path, err)
+		return 0, fmt.Errorf("%s: SO_PEERCRED: %w", path, err)
 	}
 	// pid 0: the listener is outside our pid namespace; then only the
 	// recorded socket inode, checked above, vouches for it.
 	if pid := int(cred.Pid); pid != 0 || rec.Socket == 0 {
 		if err := check(pid, rec); err != nil {
-			return fmt.Errorf("%s: %w", path, err)
+			return 0, fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	return nil
+	return st.Ino, nil
 }
 
 func ignoringEINTR(f func() error) error {
