@@ -217,8 +217,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 				}
 				p.wait = retryMin
 				p.scheduleRetry()
-			case p.configPath != "" && filepath.Clean(ev.Name) == filepath.Clean(p.configPath) &&
-				ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename):
+			case p.configChanged(ev):
 				p.reload(ctx)
 				p.scheduleRetry()
 			}
@@ -239,6 +238,17 @@ func (p *Plugin) Run(ctx context.Context) error {
 			p.checkHealth()
 		}
 	}
+}
+
+// configChanged reports whether ev changes the configuration file: it is
+// written or replaced, or, in a ConfigMap volume, where the file links
+// through ..data, the kubelet swapped that link for the new version.
+func (p *Plugin) configChanged(ev fsnotify.Event) bool {
+	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename) {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	return name == filepath.Clean(p.configPath) || name == filepath.Join(filepath.Dir(p.configPath), "..data")
 }
 
 // reload builds a new state and swaps it in whole, or keeps the old one.

@@ -220,6 +220,77 @@ func TestPlugin(t *testing.T) {
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 6 })
 }
 
+const sharedL40S = `
+[kubernetes]
+rename-shared = true
+[[sharing]]
+devices = ["0"]
+strategy = "time-slicing"
+replicas = 2
+`
+
+// runPlugin runs p until the test ends, and returns a ListAndWatch stream
+// of resource's socket in dir.
+func runPlugin(t *testing.T, p *Plugin, dir, resource string) pb.DevicePlugin_ListAndWatchClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	sock := filepath.Join(dir, socketName(resource))
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	// A change that is not sent fails the test rather than hanging it.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	t.Cleanup(scancel)
+	stream, err := dial(t, sock).ListAndWatch(sctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// TestPlugin_ConfigMapReload: in a ConfigMap volume config.toml links
+// through ..data, which the kubelet swaps on an update; config.toml itself
+// sees no event. The change is picked up all the same.
+func TestPlugin_ConfigMapReload(t *testing.T) {
+	dir, cfgDir := t.TempDir(), t.TempDir()
+	version := func(name, data string) {
+		if err := os.Mkdir(filepath.Join(cfgDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfgDir, name, "config.toml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(cfgDir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(cfgDir, "..data_tmp"), filepath.Join(cfgDir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", sharedL40S)
+	cfgPath := filepath.Join(cfgDir, "config.toml")
+	if err := os.Symlink("..data/config.toml", cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Fatalf("ListAndWatch sent %v", got)
+	}
+	version("..v2", strings.Replace(sharedL40S, "replicas = 2", "replicas = 3", 1))
+	os.RemoveAll(filepath.Join(cfgDir, "..v1"))
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after the ConfigMap update ListAndWatch sent %v", got)
+	}
+}
+
 // startKubeletLate binds kubelet.sock in dir and listens on it only after
 // delay, as a starting kubelet can: a connection before is refused.
 func startKubeletLate(t *testing.T, dir string, delay time.Duration) *kubelet {
