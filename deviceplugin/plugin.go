@@ -241,10 +241,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 }
 
 // configChanged reports whether ev changes the configuration file: it is
-// written or replaced, or, in a ConfigMap volume, where the file links
-// through ..data, the kubelet swapped that link for the new version.
+// written or replaced (a file moved onto it is a Create), or, in a
+// ConfigMap volume, where the file links through ..data, the kubelet
+// swapped that link for the new version. The file moved away (Rename) is
+// no change: an editor saving so writes the new file next, and reading
+// none meanwhile would run on the defaults.
 func (p *Plugin) configChanged(ev fsnotify.Event) bool {
-	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename) {
+	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create) {
 		return false
 	}
 	name := filepath.Clean(ev.Name)

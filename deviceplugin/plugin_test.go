@@ -65,9 +65,13 @@ func startKubelet(t *testing.T, dir string) *kubelet {
 }
 
 // loader resolves a simulated profile under the config file at path.
-func loader(profile, path string) Loader {
+func loader(profile, path string) Loader { return loaderOf(profile, path, true) }
+
+// loaderOf is loader; without explicit a missing file means the defaults,
+// as for the plugin's default --config.
+func loaderOf(profile, path string, explicit bool) Loader {
 	return func() (*State, error) {
-		cfg, err := config.Load(path, true)
+		cfg, err := config.Load(path, explicit)
 		if err != nil {
 			return nil, err
 		}
@@ -288,6 +292,32 @@ func TestPlugin_ConfigMapReload(t *testing.T) {
 	os.RemoveAll(filepath.Join(cfgDir, "..v1"))
 	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
 		t.Errorf("after the ConfigMap update ListAndWatch sent %v", got)
+	}
+}
+
+// TestPlugin_ConfigMovedAway: an editor saving by moving the file away and
+// writing a new one leaves no moment where the plugin runs on the
+// defaults (a missing default config file is the defaults): the resources
+// stay until the new file is read.
+func TestPlugin_ConfigMovedAway(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	p := New(loaderOf("l40s", cfgPath, false), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Fatalf("ListAndWatch sent %v", got)
+	}
+	if err := os.Rename(cfgPath, cfgPath+"~"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	writeAtomic(t, cfgPath, strings.Replace(sharedL40S, "replicas = 2", "replicas = 3", 1))
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after the save ListAndWatch sent %v", got)
 	}
 }
 
