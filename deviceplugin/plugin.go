@@ -232,7 +232,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 				continue
 			}
 			p.log.Warn("critical XID: device unhealthy", "gpu", ev.GPU, "gi", ev.GI, "ci", ev.CI, "xid", ev.XID)
-			p.marks = append(p.marks, xidMark{ev: ev, at: time.Now()})
+			p.mark(ev, time.Now())
 			p.checkHealth()
 		case <-tick.C:
 			p.checkHealth()
@@ -358,6 +358,16 @@ func (p *Plugin) stopAll() {
 		delete(p.servers, name)
 		delete(p.pending, name)
 	}
+}
+
+// mark records a critical XID of a device, replacing the device's last
+// one: its recovery counts from the latest, and a device repeating an XID
+// keeps one mark, not one per event.
+func (p *Plugin) mark(ev inventory.XIDEvent, at time.Time) {
+	p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool {
+		return m.ev.GPU == ev.GPU && m.ev.GI == ev.GI && m.ev.CI == ev.CI
+	})
+	p.marks = append(p.marks, xidMark{ev: ev, at: at})
 }
 
 // checkHealth sends the servers the devices' health when it changed.

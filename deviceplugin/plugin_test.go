@@ -764,3 +764,58 @@ func benchServer(b *testing.B, dir string, st *State, r *offer.Resource) pb.Devi
 	b.Cleanup(func() { conn.Close() })
 	return pb.NewDevicePluginClient(conn)
 }
+
+// TestXIDMarks: a device repeating a critical XID stays Unhealthy while
+// the plugin keeps one mark for it, not one per event: with
+// --xid-recovery 0 none ever expires, and a GPU in an XID storm must not
+// grow the plugin's memory or each health check's work.
+func TestXIDMarks(t *testing.T) {
+	dir, devRoot := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
+	for i := range 4 {
+		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
+	}
+	st, err := loader("l40s", cfgPath)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Simulated, st.DevRoot = false, devRoot
+	xids := make(chan inventory.XIDEvent)
+	startKubelet(t, dir)
+	p := New(func() (*State, error) { return st, nil }, WithKubeletDir(dir), WithCDIDir(t.TempDir()),
+		WithHealthInterval(time.Hour), WithXIDEvents(xids), WithXIDRecovery(0), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	stream, err := dial(t, sock).ListAndWatch(sctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids(t, stream)
+	gpu1 := st.Resources[0].Devices[1].GPU.UUID
+	for range 1000 {
+		xids <- inventory.XIDEvent{GPU: gpu1, GI: -1, CI: -1, XID: 79}
+	}
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Devices[1].Health != pb.Unhealthy || r.Devices[0].Health != pb.Healthy {
+		t.Errorf("after critical XIDs on GPU 1: %v", r.Devices)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(p.marks) != 1 {
+		t.Errorf("%d XID marks kept for one device, want 1", len(p.marks))
+	}
+}
