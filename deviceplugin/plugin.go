@@ -163,6 +163,9 @@ func (p *Plugin) kubeletSock() string { return filepath.Join(p.kubeletDir, "kube
 // Run advertises the host until ctx ends. A bad configuration or host at
 // start is an error; later, a bad reload keeps the last good state.
 func (p *Plugin) Run(ctx context.Context) error {
+	if p.health <= 0 {
+		return fmt.Errorf("health check interval %v: must be more than 0", p.health)
+	}
 	st, err := p.load()
 	if err != nil {
 		return err

@@ -819,3 +819,21 @@ func TestXIDMarks(t *testing.T) {
 		t.Errorf("%d XID marks kept for one device, want 1", len(p.marks))
 	}
 }
+
+// TestPlugin_HealthIntervalZero: a health interval that is not positive
+// is refused in one line before anything is served, not a panic.
+func TestPlugin_HealthIntervalZero(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	err := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithHealthInterval(0), WithLogger(quiet)).Run(context.Background())
+	if err == nil || err.Error() != "health check interval 0s: must be more than 0" {
+		t.Errorf("Run: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "gpuctk-*")); len(m) != 0 {
+		t.Errorf("sockets made: %v", m)
+	}
+}
