@@ -212,10 +212,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 			switch {
 			case ev.Name == p.kubeletSock() && ev.Has(fsnotify.Create):
 				// A restarted kubelet forgets every plugin and clears
-				// the folder: serve again and register again.
+				// the folder: serve again and register again. The spec
+				// written for the state is still there: not written
+				// again, a spec that cannot be written now does not
+				// leave the node without resources.
 				p.log.Info("kubelet restarted: registering again")
 				p.stopAll()
-				if err := p.apply(ctx, p.state); err != nil {
+				if err := p.serve(ctx, p.state); err != nil {
 					p.log.Error("registering again", "err", err)
 				}
 				p.wait = retryMin
@@ -271,9 +274,7 @@ func (p *Plugin) reload(ctx context.Context) {
 	p.log.Info("config reloaded", "resources", len(st.Resources))
 }
 
-// apply writes st's spec, then serves and registers its resources:
-// servers of resources still there get the new devices, new resources
-// get a server, and gone ones are stopped.
+// apply writes st's spec, then serves and registers its resources.
 func (p *Plugin) apply(ctx context.Context, st *State) error {
 	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
 	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
@@ -290,6 +291,13 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 	for _, n := range st.Notes {
 		p.log.Warn(n)
 	}
+	return p.serve(ctx, st)
+}
+
+// serve serves and registers st's resources: servers of resources still
+// there get the new devices, new resources get a server, and gone ones
+// are stopped.
+func (p *Plugin) serve(ctx context.Context, st *State) error {
 	unhealthy := p.unhealthy(st)
 	keep := map[string]bool{}
 	var errs []error

@@ -837,3 +837,29 @@ func TestPlugin_HealthIntervalZero(t *testing.T) {
 		t.Errorf("sockets made: %v", m)
 	}
 }
+
+// TestPlugin_KubeletRestartKeepsSpec: a kubelet restart serves and
+// registers the resources again; it does not write the spec again, so a
+// spec that cannot be written then (here the CDI folder is gone, a file
+// in its place) does not leave the node with no resource at all.
+func TestPlugin_KubeletRestartKeepsSpec(t *testing.T) {
+	dir, cdiDir := t.TempDir(), filepath.Join(t.TempDir(), "cdi")
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(cdiDir), WithConfigPath(cfgPath), WithLogger(quiet))
+	runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	waitFor(t, "2 registrations", func() bool { return len(k.registered()) == 2 })
+	if err := os.RemoveAll(cdiDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cdiDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k.srv.Stop()
+	os.Remove(filepath.Join(dir, "kubelet.sock"))
+	k2 := startKubelet(t, dir)
+	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 2 })
+}
