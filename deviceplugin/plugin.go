@@ -414,9 +414,16 @@ func (p *Plugin) unhealthy(st *State) map[string]bool {
 	if p.recovery > 0 {
 		p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool { return time.Since(m.at) >= p.recovery })
 	}
+	// A device's replicas share its node and daemon: one check each.
+	checked := map[string]error{}
 	for _, r := range st.Resources {
 		for _, d := range r.Devices {
-			if err := deviceHealth(st.DevRoot, d); err != nil {
+			err, ok := checked[d.UUID()]
+			if !ok {
+				err = deviceHealth(st.DevRoot, d)
+				checked[d.UUID()] = err
+			}
+			if err != nil {
 				out[d.Name()] = true
 			}
 			for _, m := range p.marks {

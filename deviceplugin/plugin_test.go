@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -862,4 +863,68 @@ func TestPlugin_KubeletRestartKeepsSpec(t *testing.T) {
 	os.Remove(filepath.Join(dir, "kubelet.sock"))
 	k2 := startKubelet(t, dir)
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 2 })
+}
+
+// TestMPSHealthOncePerDevice: a health check asks each MPS daemon once,
+// not once per replica: a daemon that does not answer costs up to the
+// check's timeout each time, and the plugin's loop (shutdown, kubelet
+// restarts, reloads) waits for the whole check.
+func TestMPSHealthOncePerDevice(t *testing.T) {
+	devRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu := inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
+	share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 4, Dir: t.TempDir()}
+	r := offer.Resource{Name: "nvidia.com/gpu.shared", Shared: true}
+	for k := range share.Replicas {
+		r.Devices = append(r.Devices, offer.Device{Names: []string{"0::" + string(rune('0'+k))}, Device: gpu, Share: share, Replica: k})
+	}
+	// This process stands in for the daemon gpuctk recorded.
+	if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", share.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	asked := 0
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	var ns, sock syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/mnt", &ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(share.ControlSocket(), &sock); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"daemonPID": %d, "daemonMountNS": %d, "controlInode": %d}`, os.Getpid(), ns.Ino, sock.Ino)
+	if err := os.WriteFile(filepath.Join(share.Dir, "device.json"), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := New(nil, WithLogger(quiet))
+	if got := p.unhealthy(&State{Resources: []offer.Resource{r}, DevRoot: devRoot}); len(got) != 0 {
+		t.Fatalf("unhealthy %v with the daemon answering", got)
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return asked }
+	waitFor(t, "the daemon asked", func() bool { return count() > 0 })
+	time.Sleep(200 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Errorf("the daemon of 4 replicas was asked %d times, want 1", n)
+	}
 }
