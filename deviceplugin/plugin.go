@@ -163,6 +163,9 @@ func (p *Plugin) kubeletSock() string { return filepath.Join(p.kubeletDir, "kube
 // Run advertises the host until ctx ends. A bad configuration or host at
 // start is an error; later, a bad reload keeps the last good state.
 func (p *Plugin) Run(ctx context.Context) error {
+	if p.health <= 0 {
+		return fmt.Errorf("health check interval %v: must be more than 0", p.health)
+	}
 	st, err := p.load()
 	if err != nil {
 		return err
@@ -209,16 +212,18 @@ func (p *Plugin) Run(ctx context.Context) error {
 			switch {
 			case ev.Name == p.kubeletSock() && ev.Has(fsnotify.Create):
 				// A restarted kubelet forgets every plugin and clears
-				// the folder: serve again and register again.
+				// the folder: serve again and register again. The spec
+				// written for the state is still there: not written
+				// again, a spec that cannot be written now does not
+				// leave the node without resources.
 				p.log.Info("kubelet restarted: registering again")
 				p.stopAll()
-				if err := p.apply(ctx, p.state); err != nil {
+				if err := p.serve(ctx, p.state); err != nil {
 					p.log.Error("registering again", "err", err)
 				}
 				p.wait = retryMin
 				p.scheduleRetry()
-			case p.configPath != "" && filepath.Clean(ev.Name) == filepath.Clean(p.configPath) &&
-				ev.Has(fsnotify.Write|fsnotify.Create|fsnotify.Rename):
+			case p.configChanged(ev):
 				p.reload(ctx)
 				p.scheduleRetry()
 			}
@@ -233,12 +238,26 @@ func (p *Plugin) Run(ctx context.Context) error {
 				continue
 			}
 			p.log.Warn("critical XID: device unhealthy", "gpu", ev.GPU, "gi", ev.GI, "ci", ev.CI, "xid", ev.XID)
-			p.marks = append(p.marks, xidMark{ev: ev, at: time.Now()})
+			p.mark(ev, time.Now())
 			p.checkHealth()
 		case <-tick.C:
 			p.checkHealth()
 		}
 	}
+}
+
+// configChanged reports whether ev changes the configuration file: it is
+// written or replaced (a file moved onto it is a Create), or, in a
+// ConfigMap volume, where the file links through ..data, the kubelet
+// swapped that link for the new version. The file moved away (Rename) is
+// no change: an editor saving so writes the new file next, and reading
+// none meanwhile would run on the defaults.
+func (p *Plugin) configChanged(ev fsnotify.Event) bool {
+	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create) {
+		return false
+	}
+	name := filepath.Clean(ev.Name)
+	return name == filepath.Clean(p.configPath) || name == filepath.Join(filepath.Dir(p.configPath), "..data")
 }
 
 // reload builds a new state and swaps it in whole, or keeps the old one.
@@ -255,9 +274,7 @@ func (p *Plugin) reload(ctx context.Context) {
 	p.log.Info("config reloaded", "resources", len(st.Resources))
 }
 
-// apply writes st's spec, then serves and registers its resources:
-// servers of resources still there get the new devices, new resources
-// get a server, and gone ones are stopped.
+// apply writes st's spec, then serves and registers its resources.
 func (p *Plugin) apply(ctx context.Context, st *State) error {
 	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
 	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
@@ -274,6 +291,13 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 	for _, n := range st.Notes {
 		p.log.Warn(n)
 	}
+	return p.serve(ctx, st)
+}
+
+// serve serves and registers st's resources: servers of resources still
+// there get the new devices, new resources get a server, and gone ones
+// are stopped.
+func (p *Plugin) serve(ctx context.Context, st *State) error {
 	unhealthy := p.unhealthy(st)
 	keep := map[string]bool{}
 	var errs []error
@@ -347,6 +371,16 @@ func (p *Plugin) stopAll() {
 	}
 }
 
+// mark records a critical XID of a device, replacing the device's last
+// one: its recovery counts from the latest, and a device repeating an XID
+// keeps one mark, not one per event.
+func (p *Plugin) mark(ev inventory.XIDEvent, at time.Time) {
+	p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool {
+		return m.ev.GPU == ev.GPU && m.ev.GI == ev.GI && m.ev.CI == ev.CI
+	})
+	p.marks = append(p.marks, xidMark{ev: ev, at: at})
+}
+
 // checkHealth sends the servers the devices' health when it changed.
 func (p *Plugin) checkHealth() {
 	unhealthy := p.unhealthy(p.state)
@@ -380,9 +414,16 @@ func (p *Plugin) unhealthy(st *State) map[string]bool {
 	if p.recovery > 0 {
 		p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool { return time.Since(m.at) >= p.recovery })
 	}
+	// A device's replicas share its node and daemon: one check each.
+	checked := map[string]error{}
 	for _, r := range st.Resources {
 		for _, d := range r.Devices {
-			if err := deviceHealth(st.DevRoot, d); err != nil {
+			err, ok := checked[d.UUID()]
+			if !ok {
+				err = deviceHealth(st.DevRoot, d)
+				checked[d.UUID()] = err
+			}
+			if err != nil {
 				out[d.Name()] = true
 			}
 			for _, m := range p.marks {

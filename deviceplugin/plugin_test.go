@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -65,9 +66,13 @@ func startKubelet(t *testing.T, dir string) *kubelet {
 }
 
 // loader resolves a simulated profile under the config file at path.
-func loader(profile, path string) Loader {
+func loader(profile, path string) Loader { return loaderOf(profile, path, true) }
+
+// loaderOf is loader; without explicit a missing file means the defaults,
+// as for the plugin's default --config.
+func loaderOf(profile, path string, explicit bool) Loader {
 	return func() (*State, error) {
-		cfg, err := config.Load(path, true)
+		cfg, err := config.Load(path, explicit)
 		if err != nil {
 			return nil, err
 		}
@@ -218,6 +223,103 @@ func TestPlugin(t *testing.T) {
 	os.Remove(filepath.Join(dir, "kubelet.sock"))
 	k2 := startKubeletLate(t, dir, 300*time.Millisecond)
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 6 })
+}
+
+const sharedL40S = `
+[kubernetes]
+rename-shared = true
+[[sharing]]
+devices = ["0"]
+strategy = "time-slicing"
+replicas = 2
+`
+
+// runPlugin runs p until the test ends, and returns a ListAndWatch stream
+// of resource's socket in dir.
+func runPlugin(t *testing.T, p *Plugin, dir, resource string) pb.DevicePlugin_ListAndWatchClient {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	sock := filepath.Join(dir, socketName(resource))
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	// A change that is not sent fails the test rather than hanging it.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	t.Cleanup(scancel)
+	stream, err := dial(t, sock).ListAndWatch(sctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+// TestPlugin_ConfigMapReload: in a ConfigMap volume config.toml links
+// through ..data, which the kubelet swaps on an update; config.toml itself
+// sees no event. The change is picked up all the same.
+func TestPlugin_ConfigMapReload(t *testing.T) {
+	dir, cfgDir := t.TempDir(), t.TempDir()
+	version := func(name, data string) {
+		if err := os.Mkdir(filepath.Join(cfgDir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cfgDir, name, "config.toml"), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(cfgDir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(cfgDir, "..data_tmp"), filepath.Join(cfgDir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", sharedL40S)
+	cfgPath := filepath.Join(cfgDir, "config.toml")
+	if err := os.Symlink("..data/config.toml", cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Fatalf("ListAndWatch sent %v", got)
+	}
+	version("..v2", strings.Replace(sharedL40S, "replicas = 2", "replicas = 3", 1))
+	os.RemoveAll(filepath.Join(cfgDir, "..v1"))
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after the ConfigMap update ListAndWatch sent %v", got)
+	}
+}
+
+// TestPlugin_ConfigMovedAway: an editor saving by moving the file away and
+// writing a new one leaves no moment where the plugin runs on the
+// defaults (a missing default config file is the defaults): the resources
+// stay until the new file is read.
+func TestPlugin_ConfigMovedAway(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	p := New(loaderOf("l40s", cfgPath, false), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Fatalf("ListAndWatch sent %v", got)
+	}
+	if err := os.Rename(cfgPath, cfgPath+"~"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	writeAtomic(t, cfgPath, strings.Replace(sharedL40S, "replicas = 2", "replicas = 3", 1))
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after the save ListAndWatch sent %v", got)
+	}
 }
 
 // startKubeletLate binds kubelet.sock in dir and listens on it only after
@@ -662,4 +764,167 @@ func benchServer(b *testing.B, dir string, st *State, r *offer.Resource) pb.Devi
 	}
 	b.Cleanup(func() { conn.Close() })
 	return pb.NewDevicePluginClient(conn)
+}
+
+// TestXIDMarks: a device repeating a critical XID stays Unhealthy while
+// the plugin keeps one mark for it, not one per event: with
+// --xid-recovery 0 none ever expires, and a GPU in an XID storm must not
+// grow the plugin's memory or each health check's work.
+func TestXIDMarks(t *testing.T) {
+	dir, devRoot := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
+	for i := range 4 {
+		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
+	}
+	st, err := loader("l40s", cfgPath)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Simulated, st.DevRoot = false, devRoot
+	xids := make(chan inventory.XIDEvent)
+	startKubelet(t, dir)
+	p := New(func() (*State, error) { return st, nil }, WithKubeletDir(dir), WithCDIDir(t.TempDir()),
+		WithHealthInterval(time.Hour), WithXIDEvents(xids), WithXIDRecovery(0), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
+	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	stream, err := dial(t, sock).ListAndWatch(sctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids(t, stream)
+	gpu1 := st.Resources[0].Devices[1].GPU.UUID
+	for range 1000 {
+		xids <- inventory.XIDEvent{GPU: gpu1, GI: -1, CI: -1, XID: 79}
+	}
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Devices[1].Health != pb.Unhealthy || r.Devices[0].Health != pb.Healthy {
+		t.Errorf("after critical XIDs on GPU 1: %v", r.Devices)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(p.marks) != 1 {
+		t.Errorf("%d XID marks kept for one device, want 1", len(p.marks))
+	}
+}
+
+// TestPlugin_HealthIntervalZero: a health interval that is not positive
+// is refused in one line before anything is served, not a panic.
+func TestPlugin_HealthIntervalZero(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	err := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithHealthInterval(0), WithLogger(quiet)).Run(context.Background())
+	if err == nil || err.Error() != "health check interval 0s: must be more than 0" {
+		t.Errorf("Run: %v", err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "gpuctk-*")); len(m) != 0 {
+		t.Errorf("sockets made: %v", m)
+	}
+}
+
+// TestPlugin_KubeletRestartKeepsSpec: a kubelet restart serves and
+// registers the resources again; it does not write the spec again, so a
+// spec that cannot be written then (here the CDI folder is gone, a file
+// in its place) does not leave the node with no resource at all.
+func TestPlugin_KubeletRestartKeepsSpec(t *testing.T) {
+	dir, cdiDir := t.TempDir(), filepath.Join(t.TempDir(), "cdi")
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(cdiDir), WithConfigPath(cfgPath), WithLogger(quiet))
+	runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	waitFor(t, "2 registrations", func() bool { return len(k.registered()) == 2 })
+	if err := os.RemoveAll(cdiDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cdiDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k.srv.Stop()
+	os.Remove(filepath.Join(dir, "kubelet.sock"))
+	k2 := startKubelet(t, dir)
+	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 2 })
+}
+
+// TestMPSHealthOncePerDevice: a health check asks each MPS daemon once,
+// not once per replica: a daemon that does not answer costs up to the
+// check's timeout each time, and the plugin's loop (shutdown, kubelet
+// restarts, reloads) waits for the whole check.
+func TestMPSHealthOncePerDevice(t *testing.T) {
+	devRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia0"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpu := inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
+	share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 4, Dir: t.TempDir()}
+	r := offer.Resource{Name: "nvidia.com/gpu.shared", Shared: true}
+	for k := range share.Replicas {
+		r.Devices = append(r.Devices, offer.Device{Names: []string{"0::" + string(rune('0'+k))}, Device: gpu, Share: share, Replica: k})
+	}
+	// This process stands in for the daemon gpuctk recorded.
+	if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("unix", share.ControlSocket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex
+	asked := 0
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			c.Close()
+		}
+	}()
+	var ns, sock syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/mnt", &ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Stat(share.ControlSocket(), &sock); err != nil {
+		t.Fatal(err)
+	}
+	rec := fmt.Sprintf(`{"daemonPID": %d, "daemonMountNS": %d, "controlInode": %d}`, os.Getpid(), ns.Ino, sock.Ino)
+	if err := os.WriteFile(filepath.Join(share.Dir, "device.json"), []byte(rec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := New(nil, WithLogger(quiet))
+	if got := p.unhealthy(&State{Resources: []offer.Resource{r}, DevRoot: devRoot}); len(got) != 0 {
+		t.Fatalf("unhealthy %v with the daemon answering", got)
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return asked }
+	waitFor(t, "the daemon asked", func() bool { return count() > 0 })
+	time.Sleep(200 * time.Millisecond)
+	if n := count(); n != 1 {
+		t.Errorf("the daemon of 4 replicas was asked %d times, want 1", n)
+	}
 }

@@ -42,6 +42,7 @@ func Resources(set *Set, k config.Kubernetes) ([]Resource, error) {
 	byName := map[string]*Resource{}
 	strategy := map[string]string{} // resource -> strategy of its first entry
 	var errs []error
+	said := map[string]bool{} // each error once, not once per replica
 	for _, d := range set.Devices {
 		base, ok := baseResource(d, k.MIGStrategy)
 		if !ok {
@@ -67,7 +68,10 @@ func Resources(set *Set, k config.Kubernetes) ([]Resource, error) {
 			byName[name] = r
 		}
 		if err := r.check(d, strategy[name]); err != nil {
-			errs = append(errs, err)
+			if !said[err.Error()] {
+				said[err.Error()] = true
+				errs = append(errs, err)
+			}
 			continue
 		}
 		r.Devices = append(r.Devices, d)

@@ -133,3 +133,30 @@ resource = "nvidia.com/gpu-small"
 		})
 	}
 }
+
+// TestResourcesErrorOncePerDevice: a shared device that may not join its
+// resource is named once, not once per replica.
+func TestResourcesErrorOncePerDevice(t *testing.T) {
+	for _, tc := range []struct{ name, toml, err string }{
+		{"mixed after a whole GPU", "[[sharing]]\ndevices = [\"1\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n",
+			"resource nvidia.com/gpu would mix the whole GPU 0 and replicas of GPU 1 (config: [[sharing]] entry 1)"},
+		{"second strategy", "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\nresource = \"nvidia.com/gpu-small\"\n" +
+			"[[sharing]]\ndevices = [\"1\"]\nstrategy = \"mps\"\nreplicas = 4\nresource = \"nvidia.com/gpu-small\"\n",
+			`resource nvidia.com/gpu-small: config: [[sharing]] entry 2 uses strategy "mps" but config: [[sharing]] entry 1 uses "time-slicing"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := Resolve(fakehost.Host(t, "l40s"), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Resources(set, c.Kubernetes)
+			if err == nil || strings.Count(err.Error(), "\n") != 0 || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("error:\n%v\nwant one line containing %q", err, tc.err)
+			}
+		})
+	}
+}

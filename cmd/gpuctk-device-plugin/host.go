@@ -95,6 +95,12 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Resolved before anything is written: a configuration the plugin
+	// refuses leaves the last good one's mount points and labels.
+	st, err := deviceplugin.NewState(cfg, offered, spec, kind, sum.Capabilities, p != nil)
+	if err != nil {
+		return nil, err
+	}
 	// The spec it writes is one runtimes use (see mps.MountPoints).
 	if err := mps.MountPoints(offered.MPS()); err != nil {
 		return nil, err
@@ -108,7 +114,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 			return nil, err
 		}
 	}
-	return deviceplugin.NewState(cfg, offered, spec, kind, sum.Capabilities, p != nil)
+	return st, nil
 }
 
 // installHook copies the gpuctk-hook that sits beside this binary (in the
