@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/gpuctk/gpuctk/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -211,38 +211,12 @@ func procMounts(root string) ([]string, error) {
 	}
 	var points []string
 	for line := range strings.Lines(string(data)) {
-		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPER
-		fields := strings.Fields(line)
-		sep := slices.Index(fields, "-")
-		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) || fields[sep+1] != "proc" {
-			continue
-		}
-		p := unescapeMountinfo(fields[4])
-		if p == root || strings.HasPrefix(p, strings.TrimSuffix(root, "/")+"/") {
-			points = append(points, p)
+		m, ok := mountinfo.Parse(line)
+		if ok && m.FSType == "proc" && (m.Point == root || strings.HasPrefix(m.Point, strings.TrimSuffix(root, "/")+"/")) {
+			points = append(points, m.Point)
 		}
 	}
 	return points, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, as
-// the kernel writes space, tab, newline and backslash).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // MainIfExecLimited runs ExecLimited when args (without the program name)

@@ -79,9 +79,9 @@ func runcContainer(t *testing.T, plant string, hookArgs []string, script string)
 	return string(out), err
 }
 
-// mountinfo returns the host's mounts of this test's files and of any
+// testMounts returns the host's mounts of this test's files and of any
 // params file (other tests on the machine mount elsewhere meanwhile).
-func mountinfo(t *testing.T) string {
+func testMounts(t *testing.T) string {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestProtectDeviceNodes(t *testing.T) {
 			[]string{"not a regular file"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := mountinfo(t)
+			before := testMounts(t)
 			out, err := runcContainer(t, tc.plant, tc.args, read)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("runc: %v, want error %v\n%s", err, tc.wantErr, out)
@@ -148,7 +148,7 @@ func TestProtectDeviceNodes(t *testing.T) {
 			if data, _ := os.ReadFile(host); string(data) != hostParams {
 				t.Errorf("the host's params changed: %q", data)
 			}
-			if after := mountinfo(t); after != before {
+			if after := testMounts(t); after != before {
 				t.Errorf("the host's mounts changed:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})
@@ -165,12 +165,12 @@ func TestProtectDeviceNodesHostNamespace(t *testing.T) {
 	b, root := bundle(t)
 	os.MkdirAll(filepath.Join(root, "proc/driver/nvidia"), 0o755)
 	os.WriteFile(filepath.Join(root, "proc/driver/nvidia/params"), []byte("ModifyDeviceFiles: 1\n"), 0o644)
-	before := mountinfo(t)
+	before := testMounts(t)
 	code, stderr := runHook(t, b, "setup", "--nvidia-params", host)
 	if code != 0 || !strings.Contains(stderr, "not in the container's mount namespace") {
 		t.Errorf("exit %d, stderr %q; want 0 and a warning", code, stderr)
 	}
-	if mountinfo(t) != before {
+	if testMounts(t) != before {
 		t.Errorf("the hook mounted in the host's namespace")
 	}
 }

@@ -6,11 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuctk/gpuctk/internal/mountinfo"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -38,31 +37,11 @@ func isMountPoint(path string) bool {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMount(fields[4]) == path {
+		if m, ok := mountinfo.Parse(sc.Text()); ok && m.Point == path {
 			return true
 		}
 	}
 	return false
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // inShmNamespace runs fn on a thread in a new mount namespace where shm is
