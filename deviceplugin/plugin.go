@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/cdi"
@@ -56,6 +57,17 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 	rs, err := offer.Resources(set, cfg.Kubernetes)
 	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(cfg.Kubernetes.DeviceListStrategy, config.ListCDIAnnotations) {
+		var errs []error
+		for i := range rs {
+			if _, err := cdiapi.AnnotationKey(annotationPlugin, rs[i].Name); err != nil {
+				errs = append(errs, fmt.Errorf("%s: device-list-strategy cdi-annotations cannot name it in an annotation key (%w): choose a shorter resource name, or another strategy", describe(&rs[i]), err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated, Runtime: cfg}
@@ -274,8 +286,31 @@ func (p *Plugin) reload(ctx context.Context) {
 	p.log.Info("config reloaded", "resources", len(st.Resources))
 }
 
+// maxSocketPath is the longest path a Unix socket can be bound at: 108
+// bytes of sun_path, with the terminating NUL.
+const maxSocketPath = 107
+
+// describe names a resource in messages, with the [[sharing]] entry that
+// made it.
+func describe(r *offer.Resource) string {
+	if r.Shared {
+		return fmt.Sprintf("resource %s (%s)", r.Name, r.Origin)
+	}
+	return "resource " + r.Name
+}
+
 // apply writes st's spec, then serves and registers its resources.
 func (p *Plugin) apply(ctx context.Context, st *State) error {
+	var errs []error
+	for i := range st.Resources {
+		if sock := filepath.Join(p.kubeletDir, socketName(st.Resources[i].Name)); len(sock) > maxSocketPath {
+			errs = append(errs, fmt.Errorf("%s: its socket %s is %d bytes, over the %d a Unix socket's path can hold: choose a shorter resource name, or a shorter --kubelet-dir",
+				describe(&st.Resources[i]), sock, len(sock), maxSocketPath))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
 	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
 		return fmt.Errorf("CDI spec %s: %w", spec, err)

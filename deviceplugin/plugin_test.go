@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -926,5 +927,55 @@ func TestMPSHealthOncePerDevice(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := count(); n != 1 {
 		t.Errorf("the daemon of 4 replicas was asked %d times, want 1", n)
+	}
+}
+
+// TestPlugin_ResourceNameTooLong: a resource name the kubelet socket's
+// path or a cdi-annotations key cannot hold is refused at start, in one
+// line per resource naming it and its [[sharing]] entry, before the spec
+// is written or a socket made; a reload to such a config keeps the last
+// good state.
+func TestPlugin_ResourceNameTooLong(t *testing.T) {
+	long := strings.Repeat("d", 50) + ".example.com/" + strings.Repeat("x", 40)
+	tests := []struct {
+		name, config, want string
+	}{
+		{"socket path", "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\nresource = \"" + long + "\"\n",
+			"resource " + long + " (config CONFIG: [[sharing]] entry 1): its socket KUBELET/gpuctk-" + strings.ReplaceAll(long, "/", "_") + ".sock is NN bytes, over the 107 a Unix socket's path can hold: choose a shorter resource name, or a shorter --kubelet-dir"},
+		{"annotation key", "[kubernetes]\ndevice-list-strategy = [\"cdi-annotations\"]\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\nresource = \"example.com/" + strings.Repeat("y", 50) + "\"\n",
+			"resource example.com/" + strings.Repeat("y", 50) + " (config CONFIG: [[sharing]] entry 1): device-list-strategy cdi-annotations cannot name it in an annotation key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A short kubelet dir: the annotation key case's socket fits.
+			dir, err := os.MkdirTemp("", "gp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			cdiDir := t.TempDir()
+			cfgPath := filepath.Join(t.TempDir(), "config.toml")
+			if err := os.WriteFile(cfgPath, []byte(tt.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			startKubelet(t, dir)
+			// Without the check the plugin would serve: stop it then.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err = New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(cdiDir), WithLogger(quiet)).Run(ctx)
+			want := strings.ReplaceAll(strings.ReplaceAll(tt.want, "CONFIG", cfgPath), "KUBELET", dir)
+			if n := len(filepath.Join(dir, "gpuctk-"+strings.ReplaceAll(long, "/", "_")+".sock")); strings.Contains(want, "NN") {
+				want = strings.Replace(want, "NN", strconv.Itoa(n), 1)
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("Run: %v\nwant one line starting %s", err, want)
+			}
+			if m, _ := filepath.Glob(filepath.Join(dir, "gpuctk-*")); len(m) != 0 {
+				t.Errorf("sockets made: %v", m)
+			}
+			if m, _ := os.ReadDir(cdiDir); len(m) != 0 {
+				t.Errorf("spec written: %v", m)
+			}
+		})
 	}
 }
