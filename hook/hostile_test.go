@@ -259,3 +259,29 @@ func TestSetupEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestDetachProcShared: where the ldconfig child may not have a mount
+// namespace of its own (an unprivileged hook outside a user namespace), a
+// procfs under the root is refused, not unmounted in the hook's namespace;
+// without one there is nothing to do.
+func TestDetachProcShared(t *testing.T) {
+	root := t.TempDir()
+	if err := detachProc(root, false); err != nil {
+		t.Fatalf("no procfs under the root: %v", err)
+	}
+	fakehost.RequireRoot(t, "mounting a procfs in the root")
+	proc := filepath.Join(root, "proc")
+	os.Mkdir(proc, 0o555)
+	if err := unix.Mount("proc", proc, "proc", 0, ""); err != nil {
+		t.Fatalf("mount a procfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(proc, unix.MNT_DETACH) })
+	err := detachProc(root, false)
+	want := "container root " + root + ": a procfs is mounted at " + proc + " and the hook may not make a mount namespace of its own"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %s...", err, want)
+	}
+	if points, _ := procMounts(proc); len(points) != 1 {
+		t.Errorf("the procfs was unmounted in the test's namespace: %v", points)
+	}
+}

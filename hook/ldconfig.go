@@ -100,19 +100,33 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func runLimited(prog string, args []string, root string, l Limits) error {
 	ctx, cancel := context.WithTimeout(context.Background(), l.Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l.Self, append([]string{ExecLimitedArg, root,
-		strconv.FormatUint(l.Memory, 10), strconv.FormatUint(l.FileSize, 10), prog}, args...)...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
+	var out tailBuffer
+	command := func(mounts string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, l.Self, append([]string{ExecLimitedArg, mounts, root,
+			strconv.FormatUint(l.Memory, 10), strconv.FormatUint(l.FileSize, 10), prog}, args...)...)
+		cmd.Env = []string{}
+		cmd.Dir = "/"
+		cmd.Stdout, cmd.Stderr = &out, &out
+		// The output pipes are ours; a grandchild holding them must not
+		// keep the hook waiting past the kill.
+		cmd.WaitDelay = time.Second
+		return cmd
+	}
 	// Its own mount namespace, all of it private (Go remounts / so): the
 	// procfs mounts it detaches stay in the hook's and the container's.
+	cmd := command(privateMounts)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}
-	var out tailBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	// The output pipes are ours; a grandchild holding them must not keep
-	// the hook waiting past the kill.
-	cmd.WaitDelay = time.Second
-	err := cmd.Run()
+	err := cmd.Start()
+	if errors.Is(err, syscall.EPERM) {
+		// Not allowed one (a user without CAP_SYS_ADMIN, outside any
+		// user namespace): the child refuses to run where a procfs is
+		// mounted under the root, which such a user cannot have mounted.
+		cmd = command(sharedMounts)
+		err = cmd.Start()
+	}
+	if err == nil {
+		err = cmd.Wait()
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: killed after %v (a FIFO or device among the image's libraries?)", prog, strings.Join(args, " "), l.Timeout)
 	}
@@ -123,19 +137,28 @@ func runLimited(prog string, args []string, root string, l Limits) error {
 	return nil
 }
 
+// The mount namespace ExecLimited runs in: its own (runLimited unshared
+// it), or the hook's.
+const (
+	privateMounts = "private"
+	sharedMounts  = "shared"
+)
+
 // ExecLimited is the re-executed hook's side of runLimited: args are the
-// container root, the address-space limit, the file-size limit, the
-// program and its arguments. It detaches the procfs mounts under the root
-// (detachProc), sets the limits and execs the program with an empty
+// mount namespace it is in (privateMounts or sharedMounts), the container
+// root, the address-space limit, the file-size limit, the program and its
+// arguments. In a namespace of its own it detaches the procfs mounts under
+// the root (detachProc); in the hook's it refuses to go on if there are
+// any. It then sets the limits and execs the program with an empty
 // environment; it returns only on failure.
 func ExecLimited(args []string) error {
-	if len(args) < 4 {
-		return errors.New("usage: " + ExecLimitedArg + " ROOT MEMORY FILESIZE PROGRAM [ARG...]")
+	if len(args) < 5 || (args[0] != privateMounts && args[0] != sharedMounts) {
+		return errors.New("usage: " + ExecLimitedArg + " private|shared ROOT MEMORY FILESIZE PROGRAM [ARG...]")
 	}
-	if err := detachProc(args[0]); err != nil {
+	if err := detachProc(args[1], args[0] == privateMounts); err != nil {
 		return err
 	}
-	args = args[1:]
+	args = args[2:]
 	as, err := strconv.ParseUint(args[0], 10, 64)
 	if err != nil {
 		return fmt.Errorf("memory limit: %w", err)
@@ -174,8 +197,10 @@ func ExecLimited(args []string) error {
 // the root, and ldconfig, chrooted into it, follows whatever links the
 // image plants through one (its aux cache folder, a folder in
 // ld.so.conf, a hwcap subfolder), writing its cache and library links on
-// the host. ldconfig needs nothing of procfs.
-func detachProc(root string) error {
+// the host. ldconfig needs nothing of procfs. Where the process shares the
+// hook's namespace (own is false), it unmounts nothing and fails if a
+// procfs is there.
+func detachProc(root string, own bool) error {
 	fd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("container root: %w", &fs.PathError{Op: "open", Path: root, Err: err})
@@ -192,6 +217,9 @@ func detachProc(root string) error {
 		points, err := procMounts(real)
 		if err != nil || len(points) == 0 {
 			return err
+		}
+		if !own {
+			return fmt.Errorf("container root %s: a procfs is mounted at %s and the hook may not make a mount namespace of its own to run ldconfig without it (run the hook as root, or in a user namespace)", root, points[0])
 		}
 		if pass == 2 {
 			return fmt.Errorf("container root %s: procfs still mounted at %s after unmounting it", root, points[0])
