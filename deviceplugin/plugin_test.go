@@ -664,21 +664,19 @@ func BenchmarkListAndWatch(b *testing.B) {
 	b.ReportMetric(float64(len(r.Devices)), "devices")
 }
 
-// TestMPSHealthNotFooled checks that a socket a tenant plants where the
-// MPS daemon's should be (the pipe folder is writable from every replica
-// container) does not make an MPS replica healthy: the check is the
-// hook's, which wants the daemon gpuctk recorded.
-func TestMPSHealthNotFooled(t *testing.T) {
-	devRoot := t.TempDir()
+// mpsFixture is a dev root with GPU 0's node and that GPU shared with MPS
+// in replicas, a socket listening where its daemon's control socket is.
+func mpsFixture(t *testing.T, replicas int) (devRoot string, gpu inventory.Device, share *offer.Share, l net.Listener) {
+	t.Helper()
+	devRoot = t.TempDir()
 	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia0"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gpu := inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
-	share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 2, Dir: t.TempDir()}
-	d := offer.Device{Names: []string{"0::0"}, Device: gpu, Share: share}
+	gpu = inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
+	share = &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: replicas, Dir: t.TempDir()}
 	if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -686,7 +684,17 @@ func TestMPSHealthNotFooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
+	return devRoot, gpu, share, l
+}
+
+// TestMPSHealthNotFooled checks that a socket a tenant plants where the
+// MPS daemon's should be (the pipe folder is writable from every replica
+// container) does not make an MPS replica healthy: the check is the
+// hook's, which wants the daemon gpuctk recorded.
+func TestMPSHealthNotFooled(t *testing.T) {
+	devRoot, gpu, share, _ := mpsFixture(t, 2)
+	d := offer.Device{Names: []string{"0::0"}, Device: gpu, Share: share}
 	if err := deviceHealth(devRoot, d); err == nil || !strings.Contains(err.Error(), "MPS daemon for GPU-x is not running") {
 		t.Errorf("a planted socket: health = %v, want the daemon not running", err)
 	}
@@ -871,28 +879,12 @@ func TestPlugin_KubeletRestartKeepsSpec(t *testing.T) {
 // check's timeout each time, and the plugin's loop (shutdown, kubelet
 // restarts, reloads) waits for the whole check.
 func TestMPSHealthOncePerDevice(t *testing.T) {
-	devRoot := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia0"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gpu := inventory.Device{GPU: &inventory.GPU{Index: 0, Minor: 0, UUID: "GPU-x"}, Ordinal: -1}
-	share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 4, Dir: t.TempDir()}
+	// The test process stands in for the daemon gpuctk recorded.
+	devRoot, gpu, share, l := mpsFixture(t, 4)
 	r := offer.Resource{Name: "nvidia.com/gpu.shared", Shared: true}
 	for k := range share.Replicas {
 		r.Devices = append(r.Devices, offer.Device{Names: []string{"0::" + string(rune('0'+k))}, Device: gpu, Share: share, Replica: k})
 	}
-	// This process stands in for the daemon gpuctk recorded.
-	if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("unix", share.ControlSocket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
 	var mu sync.Mutex
 	asked := 0
 	go func() {

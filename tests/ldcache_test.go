@@ -168,43 +168,19 @@ func TestRuncUserNamespace(t *testing.T) {
 			for d := bundle; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
 				os.Chmod(d, 0o711)
 			}
-			rootfs := busyboxRoot(t, true)
-			os.Rename(rootfs, filepath.Join(bundle, "rootfs"))
-			rootfs = filepath.Join(bundle, "rootfs")
-			copyFile(t, lib, filepath.Join(rootfs, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), 0o755)
+			rootfs := libcudaRoot(t, bundle, lib)
 			if withCache {
 				run(t, "ldconfig", "-r", rootfs)
 			}
 			// An image used with a user namespace belongs to the mapped IDs.
 			run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mapped, mapped), rootfs)
-			run(t, "runc", "spec", "-b", bundle)
-			var spec map[string]any
-			data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
-			if err := json.Unmarshal(data, &spec); err != nil {
-				t.Fatal(err)
-			}
-			proc := spec["process"].(map[string]any)
-			proc["terminal"] = false
-			proc["args"] = []string{"/bin/sh", "-c", script}
-			linux := spec["linux"].(map[string]any)
-			linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
-			idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
-			linux["uidMappings"], linux["gidMappings"] = idmap, idmap
-			spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
-				"path": bin("gpuctk-hook"),
-				"args": []string{"gpuctk-hook", "setup",
-					"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-					"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-					"--folder", "/usr/lib/x86_64-linux-gnu"},
-			}}}
-			data, _ = json.Marshal(spec)
-			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			id := "gpuctk-userns-" + filepath.Base(bundle)
-			cmd := exec.Command("runc", "run", "--bundle", bundle, id)
-			out, err := cmd.CombinedOutput()
-			exec.Command("runc", "delete", "-f", id).Run()
+			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-userns-", func(spec map[string]any) {
+				spec["process"].(map[string]any)["args"] = []string{"/bin/sh", "-c", script}
+				linux := spec["linux"].(map[string]any)
+				linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
+				idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
+				linux["uidMappings"], linux["gidMappings"] = idmap, idmap
+			})
 			if err != nil {
 				t.Fatalf("runc run: %v\n%s", err, out)
 			}
@@ -262,36 +238,13 @@ func TestRuncLdconfigProcEscape(t *testing.T) {
 			}
 			before := list()
 			bundle := t.TempDir()
-			rootfs := busyboxRoot(t, true)
-			os.Rename(rootfs, filepath.Join(bundle, "rootfs"))
-			rootfs = filepath.Join(bundle, "rootfs")
-			copyFile(t, lib, filepath.Join(rootfs, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), 0o755)
+			rootfs := libcudaRoot(t, bundle, lib)
 			// No cache, and a folder in ld.so.conf: ldconfig rebuilds it.
 			os.WriteFile(filepath.Join(rootfs, "etc/ld.so.conf"), []byte("/usr/local/lib\n"), 0o644)
 			tc.plant(rootfs, outside)
-			run(t, "runc", "spec", "-b", bundle)
-			var spec map[string]any
-			data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
-			if err := json.Unmarshal(data, &spec); err != nil {
-				t.Fatal(err)
-			}
-			proc := spec["process"].(map[string]any)
-			proc["terminal"] = false
-			proc["args"] = []string{"/sbin/ldconfig", "-p"}
-			spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
-				"path": bin("gpuctk-hook"),
-				"args": []string{"gpuctk-hook", "setup",
-					"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-					"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-					"--folder", "/usr/lib/x86_64-linux-gnu"},
-			}}}
-			data, _ = json.Marshal(spec)
-			if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			id := "gpuctk-procescape-" + filepath.Base(bundle)
-			out, err := exec.Command("runc", "run", "--bundle", bundle, id).CombinedOutput()
-			exec.Command("runc", "delete", "-f", id).Run()
+			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-procescape-", func(spec map[string]any) {
+				spec["process"].(map[string]any)["args"] = []string{"/sbin/ldconfig", "-p"}
+			})
 			if after := list(); after != before {
 				t.Errorf("a folder outside the root changed:\n%s\nnow:\n%s", before, after)
 			}
@@ -303,4 +256,46 @@ func TestRuncLdconfigProcEscape(t *testing.T) {
 			}
 		})
 	}
+}
+
+// libcudaRoot puts a busybox root in bundle/rootfs with libcuda's
+// library file (the fake lib) where the driver has it, and returns it.
+func libcudaRoot(t *testing.T, bundle, lib string) string {
+	t.Helper()
+	rootfs := filepath.Join(bundle, "rootfs")
+	os.Rename(busyboxRoot(t, true), rootfs)
+	copyFile(t, lib, filepath.Join(rootfs, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"), 0o755)
+	return rootfs
+}
+
+// runcWithLibcudaHook runs bundle's container with runc: runc's default
+// config, without a terminal, changed by edit, with the hook linking and
+// caching libcuda as a createContainer hook. The container (its ID
+// idPrefix and the bundle's name) is deleted after; runc's output is
+// returned.
+func runcWithLibcudaHook(t *testing.T, bundle, idPrefix string, edit func(spec map[string]any)) ([]byte, error) {
+	t.Helper()
+	run(t, "runc", "spec", "-b", bundle)
+	var spec map[string]any
+	data, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["process"].(map[string]any)["terminal"] = false
+	edit(spec)
+	spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
+		"path": bin("gpuctk-hook"),
+		"args": []string{"gpuctk-hook", "setup",
+			"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+			"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+			"--folder", "/usr/lib/x86_64-linux-gnu"},
+	}}}
+	data, _ = json.Marshal(spec)
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id := idPrefix + filepath.Base(bundle)
+	out, err := exec.Command("runc", "run", "--bundle", bundle, id).CombinedOutput()
+	exec.Command("runc", "delete", "-f", id).Run()
+	return out, err
 }
