@@ -1,6 +1,7 @@
 package deviceplugin
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,11 +118,31 @@ type Plugin struct {
 	pending map[string]bool
 	retry   *time.Timer
 	wait    time.Duration
+
+	// specCheck fires once the spec file has settled after an event in
+	// the CDI dir. A spec another writer changed (`gpuctk mig apply`, the
+	// refresh unit after a driver upgrade, an operator's generate) makes
+	// the plugin read the host again; specNext and specWait space those
+	// reloads out, so that two writers with different configurations (two
+	// plugins on one node) cannot rewrite the spec in a loop.
+	specCheck *time.Timer
+	specNext  time.Time
+	specLast  time.Time
+	specWait  time.Duration
 }
 
 const (
 	retryMin = 100 * time.Millisecond
 	retryMax = 10 * time.Second
+
+	// specSettle is how long the CDI dir must be quiet after an event
+	// before the spec is read: a writer's temp file and rename settle.
+	specSettle = 100 * time.Millisecond
+	// A spec another writer changes makes a reload at once, then again
+	// no sooner than specWaitMin after, doubling while the changes keep
+	// coming, up to specWaitMax.
+	specWaitMin = time.Second
+	specWaitMax = 5 * time.Minute
 )
 
 // Option configures a Plugin.
@@ -204,6 +225,14 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if err := p.apply(ctx, st); err != nil {
 		return err
 	}
+	// The spec's folder exists now (apply wrote the spec there).
+	if err := w.Add(p.cdiDir); err != nil {
+		p.log.Warn("CDI dir not watched: a spec another writer changes (gpuctk mig apply, a driver upgrade's refresh) is not seen until a config change or a restart", "dir", p.cdiDir, "err", err)
+	}
+	p.specCheck = time.NewTimer(0)
+	p.specCheck.Stop()
+	defer p.specCheck.Stop()
+	p.specWait = specWaitMin
 	tick := time.NewTicker(p.health)
 	defer tick.Stop()
 	p.retry = time.NewTimer(0)
@@ -236,9 +265,14 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.wait = retryMin
 				p.scheduleRetry()
 			case p.configChanged(ev):
-				p.reload(ctx)
+				p.reload(ctx, "config reloaded")
 				p.scheduleRetry()
+			case filepath.Clean(ev.Name) == p.specPath():
+				p.specCheck.Reset(specSettle)
 			}
+		case <-p.specCheck.C:
+			p.checkSpec(ctx, time.Now())
+			p.scheduleRetry()
 		case ev, ok := <-p.xids:
 			if !ok {
 				p.log.Warn("XID events ended: critical errors are no longer seen")
@@ -272,18 +306,65 @@ func (p *Plugin) configChanged(ev fsnotify.Event) bool {
 	return name == filepath.Clean(p.configPath) || name == filepath.Join(filepath.Dir(p.configPath), "..data")
 }
 
-// reload builds a new state and swaps it in whole, or keeps the old one.
-func (p *Plugin) reload(ctx context.Context) {
+// reload builds a new state and swaps it in whole, or keeps the old one;
+// done is what is logged when it worked. It says whether it did.
+func (p *Plugin) reload(ctx context.Context, done string) bool {
 	st, err := p.load()
 	if err != nil {
-		p.log.Error("config reload failed: keeping the last good state", "err", err)
-		return
+		p.log.Error("reload failed: keeping the last good state", "err", err)
+		return false
 	}
 	if err := p.apply(ctx, st); err != nil {
-		p.log.Error("config reload", "err", err)
+		p.log.Error("reload", "err", err)
+		return false
+	}
+	p.log.Info(done, "resources", len(st.Resources))
+	return true
+}
+
+// specPath is the spec the plugin writes and hands out names from.
+func (p *Plugin) specPath() string {
+	return filepath.Join(filepath.Clean(p.cdiDir), cdi.DefaultSpecName)
+}
+
+// checkSpec reads the spec file after a change in the CDI dir. Its own
+// bytes are the plugin's own write, or a writer that agrees. Other bytes,
+// or no file, mean another writer changed it: `gpuctk mig apply` with a
+// new layout, the refresh unit after a driver upgrade. The names the
+// plugin advertises may then mean other devices, or none: it reads the
+// host again, advertises what it finds and writes its spec. A reload that
+// fails is tried again later; so is one that comes too soon after the
+// last (see specWait).
+func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
+	path := p.specPath()
+	data, err := cdi.ReadSpecFile(path)
+	if err == nil && bytes.Equal(data, p.state.Spec) {
 		return
 	}
-	p.log.Info("config reloaded", "resources", len(st.Resources))
+	if now.Before(p.specNext) {
+		p.specCheck.Reset(p.specNext.Sub(now))
+		return
+	}
+	// Changes that keep coming space the reloads out further: two
+	// writers that disagree (two plugins on one node, each with its own
+	// configuration) would otherwise rewrite the spec in turn forever.
+	if !p.specLast.IsZero() && now.Sub(p.specLast) < 4*p.specWait {
+		p.specWait = min(2*p.specWait, specWaitMax)
+		if p.specWait >= 8*specWaitMin {
+			p.log.Warn("the CDI spec keeps being rewritten with other devices than this plugin's: another gpuctk-device-plugin on this node, or a gpuctk cdi generate with another configuration? The plugin writes its own at most every "+p.specWait.String(), "spec", path)
+		}
+	} else {
+		p.specWait = specWaitMin
+	}
+	p.specLast, p.specNext = now, now.Add(p.specWait)
+	why := "changed by another writer"
+	if errors.Is(err, fs.ErrNotExist) {
+		why = "removed"
+	}
+	p.log.Info("the CDI spec was "+why+": reading the host again", "spec", path)
+	if !p.reload(ctx, "reloaded after the spec changed") {
+		p.specCheck.Reset(p.specWait)
+	}
 }
 
 // maxSocketPath is the longest path a Unix socket can be bound at: 108
@@ -312,8 +393,13 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 		return err
 	}
 	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
-	if err := cdi.WriteSpec(spec, st.Spec); err != nil {
-		return fmt.Errorf("CDI spec %s: %w", spec, err)
+	// A spec already holding these bytes (written by the refresh unit, or
+	// by `gpuctk mig apply` with the same configuration) is kept: a new
+	// file would only make every reader of the spec dirs read it again.
+	if old, err := cdi.ReadSpecFile(spec); err != nil || !bytes.Equal(old, st.Spec) {
+		if err := cdi.WriteSpec(spec, st.Spec); err != nil {
+			return fmt.Errorf("CDI spec %s: %w", spec, err)
+		}
 	}
 	if st.Runtime != nil {
 		// The first container start after the change is then as fast as

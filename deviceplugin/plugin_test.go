@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -970,4 +971,97 @@ func TestPlugin_ResourceNameTooLong(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPlugin_SpecChangedElsewhere: the spec the plugin hands out names
+// from is rewritten by another writer (`gpuctk mig apply` after a new
+// layout, the refresh unit after a driver upgrade). The plugin reads the
+// host again, advertises what it has now, and writes its own spec back;
+// its own writes, and another writer's of the same bytes, cost no reload.
+func TestPlugin_SpecChangedElsewhere(t *testing.T) {
+	dir, cdiDir := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The host: a profile file whose GPUs the test changes, as an apply
+	// to a simulated host does.
+	host := filepath.Join(t.TempDir(), "host.toml")
+	copyProfile := func(name string) {
+		data, err := os.ReadFile(filepath.Join("..", "inventory", "profiles", name+".toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAtomic(t, host, string(data))
+	}
+	copyProfile("l40s")
+	var loads atomic.Int32
+	load := func() (*State, error) { loads.Add(1); return loader(host, cfgPath)() }
+	startKubelet(t, dir)
+	var log syncLog
+	p := New(load, WithKubeletDir(dir), WithCDIDir(cdiDir), WithConfigPath(cfgPath), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu")
+	if got := ids(t, stream); len(got) != 3 {
+		t.Fatalf("ListAndWatch sent %v, want the l40s's 3 unshared GPUs", got)
+	}
+	spec := filepath.Join(cdiDir, "nvidia.yaml")
+	own, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plugin's own write, and the same bytes written again by
+	// another (a refresh that agrees), are no change.
+	writeAtomic(t, spec, string(own))
+	time.Sleep(500 * time.Millisecond)
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("%d loads after the plugin's own write and an equal one, want 1\n%s", n, log.String())
+	}
+
+	// The host changes, and another writer writes its spec: the plugin
+	// sees the new GPUs and puts its own spec back.
+	copyProfile("dgx-a100")
+	writeAtomic(t, spec, "# Written by gpuctk.\n---\ncdiVersion: \"0.5.0\"\n")
+	if got := ids(t, stream); len(got) != 7 {
+		t.Errorf("after the spec changed ListAndWatch sent %v, want dgx-a100's 7 unshared GPUs", got)
+	}
+	want, err := loader(host, cfgPath)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := func() bool {
+		data, err := os.ReadFile(spec)
+		return err == nil && string(data) == string(want.Spec)
+	}
+	waitFor(t, "the plugin's spec to be written back", written)
+	if !strings.Contains(log.String(), "the CDI spec was changed by another writer: reading the host again") {
+		t.Errorf("the reload is not logged:\n%s", log.String())
+	}
+
+	// Removed: written again. A second change so soon waits its turn (a
+	// second, doubling while changes keep coming), but comes.
+	if err := os.Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed spec to be written again", written)
+	if !strings.Contains(log.String(), "the CDI spec was removed") {
+		t.Errorf("the removal is not logged:\n%s", log.String())
+	}
+}
+
+// syncLog is a log the plugin writes while the test reads it.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

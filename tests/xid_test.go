@@ -44,58 +44,12 @@ func TestNVMLXIDHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	root, hostFile := nvmlRoot(t, p)
-	kubeletDir, cdiDir := t.TempDir(), t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("unix", filepath.Join(kubeletDir, "kubelet.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := &registrar{endpoints: map[string]string{}}
-	srv := grpc.NewServer()
-	pb.RegisterRegistrationServer(srv, reg)
-	go srv.Serve(l)
-	defer srv.Stop()
-
-	cmd := exec.Command(bin("gpuctk-device-plugin"), "--config", cfg, "--driver-root", root,
-		"--kubelet-dir", kubeletDir, "--cdi-dir", cdiDir, "--health-interval", "100ms", "--xid-recovery", "2s")
-	cmd.Env = append(os.Environ(), fakenvml.EnvVar+"="+hostFile)
-	// The plugin writes while the test reads.
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("plugin log:\n%s", logs.String())
-		}
-	}()
-
-	var endpoint string
-	for deadline := time.Now().Add(20 * time.Second); endpoint == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		reg.mu.Lock()
-		endpoint = reg.endpoints["nvidia.com/gpu"]
-		reg.mu.Unlock()
-	}
-	if endpoint == "" {
-		t.Fatal("nvidia.com/gpu was not registered")
-	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(kubeletDir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stream, err := pb.NewDevicePluginClient(conn).ListAndWatch(ctx, &pb.Empty{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logs, stream := runPlugin(t, "nvidia.com/gpu", []string{fakenvml.EnvVar + "=" + hostFile},
+		"--config", cfg, "--driver-root", root, "--cdi-dir", t.TempDir(), "--health-interval", "100ms", "--xid-recovery", "2s")
 	// health reads ListAndWatch until GPU 2's health is want, and returns
 	// the health of every device then.
 	health := func(want string) map[string]string {
@@ -140,6 +94,61 @@ func TestNVMLXIDHealth(t *testing.T) {
 	if !strings.Contains(logs.String(), "application XID") {
 		t.Errorf("the application XID was not logged")
 	}
+}
+
+// runPlugin runs the shipped device plugin with args and env, a stand-in
+// kubelet, until the test ends (its log shown if
+// the test failed), and returns its log and the ListAndWatch stream of
+// resource once the plugin registered it.
+func runPlugin(t *testing.T, resource string, env []string, args ...string) (*lockedBuffer, pb.DevicePlugin_ListAndWatchClient) {
+	t.Helper()
+	kubeletDir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(kubeletDir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := &registrar{endpoints: map[string]string{}}
+	srv := grpc.NewServer()
+	pb.RegisterRegistrationServer(srv, reg)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+
+	cmd := exec.Command(bin("gpuctk-device-plugin"), append([]string{"--kubelet-dir", kubeletDir}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	// The plugin writes while the test reads.
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("plugin log:\n%s", logs.String())
+		}
+	})
+	var endpoint string
+	for deadline := time.Now().Add(20 * time.Second); endpoint == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		reg.mu.Lock()
+		endpoint = reg.endpoints[resource]
+		reg.mu.Unlock()
+	}
+	if endpoint == "" {
+		t.Fatalf("%s was not registered", resource)
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(kubeletDir, endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	stream, err := pb.NewDevicePluginClient(conn).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logs, stream
 }
 
 // lockedBuffer is a buffer a child process writes into while the test
