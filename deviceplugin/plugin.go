@@ -114,10 +114,12 @@ type Plugin struct {
 	// pending are the servers the kubelet has not taken yet: a kubelet
 	// starting binds its socket before it listens, and one restarting
 	// may refuse for a while. They are tried again on retry, with a
-	// backoff from retryMin doubling to retryMax.
-	pending map[string]bool
-	retry   *time.Timer
-	wait    time.Duration
+	// backoff from retryMin doubling to retryMax; so are the state's
+	// resources whose server could not start (unserved).
+	pending  map[string]bool
+	unserved bool
+	retry    *time.Timer
+	wait     time.Duration
 
 	// specCheck fires once the spec file has settled after an event in
 	// the CDI dir. A spec another writer changed (`gpuctk mig apply`, the
@@ -126,6 +128,7 @@ type Plugin struct {
 	// reloads out, so that two writers with different configurations (two
 	// plugins on one node) cannot rewrite the spec in a loop.
 	specCheck *time.Timer
+	settle    time.Duration // see the constant
 	specNext  time.Time
 	specLast  time.Time
 	specWait  time.Duration
@@ -135,9 +138,10 @@ const (
 	retryMin = 100 * time.Millisecond
 	retryMax = 10 * time.Second
 
-	// specSettle is how long the CDI dir must be quiet after an event
-	// before the spec is read: a writer's temp file and rename settle.
-	specSettle = 100 * time.Millisecond
+	// settle is how long the config file or the CDI dir must be quiet
+	// after an event before the file is read: a writer's pieces, temp
+	// file and rename settle.
+	settle = 100 * time.Millisecond
 	// A spec another writer changes makes a reload at once, then again
 	// no sooner than specWaitMin after, doubling while the changes keep
 	// coming, up to specWaitMax.
@@ -183,7 +187,7 @@ func New(load Loader, opts ...Option) *Plugin {
 	p := &Plugin{
 		load: load, kubeletDir: "/var/lib/kubelet/device-plugins", cdiDir: "/var/run/cdi",
 		health: 10 * time.Second, recovery: 10 * time.Minute, log: slog.Default(), servers: map[string]*server{},
-		pending: map[string]bool{},
+		pending: map[string]bool{}, settle: settle,
 	}
 	for _, o := range opts {
 		o(p)
@@ -232,6 +236,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 	p.specCheck = time.NewTimer(0)
 	p.specCheck.Stop()
 	defer p.specCheck.Stop()
+	// A config written in place (truncated, then written in pieces) is
+	// read once its writes have settled: a file read half-written could
+	// parse, as replicas = 1 of replicas = 10.
+	configCheck := time.NewTimer(0)
+	configCheck.Stop()
+	defer configCheck.Stop()
 	p.specWait = specWaitMin
 	tick := time.NewTicker(p.health)
 	defer tick.Stop()
@@ -265,11 +275,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.wait = retryMin
 				p.scheduleRetry()
 			case p.configChanged(ev):
-				p.reload(ctx, "config reloaded")
-				p.scheduleRetry()
+				configCheck.Reset(p.settle)
 			case filepath.Clean(ev.Name) == p.specPath():
-				p.specCheck.Reset(specSettle)
+				p.specCheck.Reset(p.settle)
 			}
+		case <-configCheck.C:
+			p.reload(ctx, "config reloaded")
+			p.scheduleRetry()
 		case <-p.specCheck.C:
 			p.checkSpec(ctx, time.Now())
 			p.scheduleRetry()
@@ -432,7 +444,7 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 		s := newServer(p.kubeletDir, st, r, p.log)
 		s.unhealthy = unhealthy
 		if err := s.start(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, fmt.Errorf("%s: %w", describe(r), err))
 			continue
 		}
 		p.servers[r.Name] = s
@@ -446,6 +458,7 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 		}
 		p.log.Info("registered", "resource", r.Name, "devices", len(r.Devices), "socket", s.socket)
 	}
+	p.unserved = len(errs) > 0
 	for name, s := range p.servers {
 		if !keep[name] {
 			s.stop()
@@ -457,9 +470,15 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 	return errors.Join(errs...)
 }
 
-// registerPending tries the servers the kubelet has not taken again.
-// Every pending name has a server: both are dropped together.
+// registerPending starts the servers that could not start, and tries
+// those the kubelet has not taken again. Every pending name has a server:
+// both are dropped together.
 func (p *Plugin) registerPending(ctx context.Context) {
+	if p.unserved {
+		if err := p.serve(ctx, p.state); err != nil {
+			p.log.Debug("not serving yet", "err", err)
+		}
+	}
 	for name := range p.pending {
 		s := p.servers[name]
 		if err := s.register(ctx, p.kubeletSock()); err != nil {
@@ -469,15 +488,15 @@ func (p *Plugin) registerPending(ctx context.Context) {
 		delete(p.pending, name)
 		p.log.Info("registered", "resource", name, "devices", s.devices(), "socket", s.socket)
 	}
-	if len(p.pending) == 0 {
+	if len(p.pending) == 0 && !p.unserved {
 		p.wait = retryMin
 	}
 }
 
-// scheduleRetry arms the retry timer while registrations are pending,
-// doubling the wait each time up to retryMax.
+// scheduleRetry arms the retry timer while registrations are pending or
+// servers could not start, doubling the wait each time up to retryMax.
 func (p *Plugin) scheduleRetry() {
-	if p.retry == nil || len(p.pending) == 0 {
+	if p.retry == nil || (len(p.pending) == 0 && !p.unserved) {
 		return
 	}
 	p.retry.Reset(p.wait)

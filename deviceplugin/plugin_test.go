@@ -1065,3 +1065,75 @@ func (l *syncLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestPlugin_ConfigWrittenInPlace: an editor or a shell writing the config
+// in place truncates it and writes it in pieces. Read between them, the
+// first piece alone is a valid config of its own (no [[sharing]]: the
+// shared resource withdrawn); the plugin reads the file once the writes
+// have settled, and goes from 2 replicas to 3 without withdrawing it.
+func TestPlugin_ConfigWrittenInPlace(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	var log syncLog
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+	// Wide enough that a loaded machine does not stretch the pause
+	// between the two writes past it.
+	p.settle = time.Second
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1"}) {
+		t.Fatalf("ListAndWatch sent %v", got)
+	}
+	next := strings.Replace(sharedL40S, "replicas = 2", "replicas = 3", 1)
+	cut := strings.Index(next, "[[sharing]]")
+	f, err := os.OpenFile(cfgPath, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(next[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := f.WriteString(next[cut:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, stream); !reflect.DeepEqual(got, []string{"0::0", "0::1", "0::2"}) {
+		t.Errorf("after the in-place write ListAndWatch sent %v", got)
+	}
+	if strings.Contains(log.String(), "no longer offered") {
+		t.Errorf("the half-written config was applied:\n%s", log.String())
+	}
+}
+
+// TestPlugin_ServerStartRetried: a resource a reload adds whose socket
+// cannot be made at first (something else in its place) is served and
+// registered once it can, without another reload.
+func TestPlugin_ServerStartRetried(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	waitFor(t, "2 registrations", func() bool { return len(k.registered()) == 2 })
+	blocker := filepath.Join(dir, socketName("nvidia.com/gpu-small"))
+	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, cfgPath, sharedL40S+"resource = \"nvidia.com/gpu-small\"\n")
+	time.Sleep(500 * time.Millisecond)
+	if err := os.RemoveAll(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "nvidia.com/gpu-small to be registered", func() bool {
+		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu-small ")
+	})
+}
