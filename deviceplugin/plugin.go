@@ -404,7 +404,7 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	spec := filepath.Join(p.cdiDir, cdi.DefaultSpecName)
+	spec := p.specPath()
 	// A spec already holding these bytes (written by the refresh unit, or
 	// by `gpuctk mig apply` with the same configuration) is kept: a new
 	// file would only make every reader of the spec dirs read it again.
