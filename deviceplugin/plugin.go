@@ -124,12 +124,12 @@ type Plugin struct {
 	// specCheck fires once the spec file has settled after an event in
 	// the CDI dir. A spec another writer changed (`gpuctk mig apply`, the
 	// refresh unit after a driver upgrade, an operator's generate) makes
-	// the plugin read the host again; specNext and specWait space those
-	// reloads out, so that two writers with different configurations (two
-	// plugins on one node) cannot rewrite the spec in a loop.
+	// the plugin read the host again; specLast and specWait space those
+	// reloads out (the next no sooner than specLast+specWait), so that
+	// two writers with different configurations (two plugins on one
+	// node) cannot rewrite the spec in a loop.
 	specCheck *time.Timer
 	settle    time.Duration // see the constant
-	specNext  time.Time
 	specLast  time.Time
 	specWait  time.Duration
 }
@@ -353,8 +353,8 @@ func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
 	if err == nil && bytes.Equal(data, p.state.Spec) {
 		return
 	}
-	if now.Before(p.specNext) {
-		p.specCheck.Reset(p.specNext.Sub(now))
+	if next := p.specLast.Add(p.specWait); now.Before(next) {
+		p.specCheck.Reset(next.Sub(now))
 		return
 	}
 	// Changes that keep coming space the reloads out further: two
@@ -368,7 +368,7 @@ func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
 	} else {
 		p.specWait = specWaitMin
 	}
-	p.specLast, p.specNext = now, now.Add(p.specWait)
+	p.specLast = now
 	why := "changed by another writer"
 	if errors.Is(err, fs.ErrNotExist) {
 		why = "removed"

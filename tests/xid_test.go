@@ -96,10 +96,10 @@ func TestNVMLXIDHealth(t *testing.T) {
 	}
 }
 
-// runPlugin runs the shipped device plugin with args and env, a stand-in
-// kubelet, until the test ends (its log shown if
-// the test failed), and returns its log and the ListAndWatch stream of
-// resource once the plugin registered it.
+// runPlugin runs the shipped device plugin with args and env, and a
+// stand-in kubelet, until the test ends (its log shown if the test
+// failed), and returns its log and the ListAndWatch stream of resource
+// once the plugin registered it.
 func runPlugin(t *testing.T, resource string, env []string, args ...string) (*lockedBuffer, pb.DevicePlugin_ListAndWatchClient) {
 	t.Helper()
 	kubeletDir := t.TempDir()
