@@ -282,11 +282,14 @@ func Load(path string, explicit bool) (*Config, error) {
 
 // Parse reads a configuration from TOML and checks it.
 func Parse(data []byte) (*Config, error) {
-	var c Config
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, tomlerr.Line(err)
+	c, ok := decodeQuick(data)
+	if !ok {
+		c = Config{}
+		dec := toml.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
+			return nil, tomlerr.Line(err)
+		}
 	}
 	c.setDefaults()
 	if err := c.validate(); err != nil {

@@ -162,7 +162,7 @@ func readState(r io.Reader, limit int) ([]byte, error) {
 		}
 		n, err := r.Read(buf[len(buf):min(cap(buf), limit)])
 		buf = buf[:len(buf)+n]
-		if t := bytes.TrimRight(buf, " \t\r\n"); n > 0 && len(t) > 0 && t[len(t)-1] == '}' && json.Valid(t) {
+		if t := bytes.TrimRight(buf, " \t\r\n"); n > 0 && len(t) > 0 && t[len(t)-1] == '}' && jsonobj.Valid(t) {
 			return t, nil
 		}
 		if errors.Is(err, io.EOF) {

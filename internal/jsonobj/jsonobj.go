@@ -35,8 +35,7 @@ type Object struct {
 	match   Match
 	data    []byte // as read; nil when made by New or once changed
 	members []Member
-	// trusted[i] says members[i] came from a document json.Valid
-	// accepted, so Object does not validate it again.
+	// trusted[i] says members[i] came from a document Valid accepted, so Object does not validate it again.
 	trusted []bool
 	index   map[string]int // by key, folded in Fold mode
 }
@@ -90,7 +89,7 @@ func New(path string, m Match) *Object {
 // invalid JSON, *json.UnmarshalTypeError (Field is path) for another kind
 // of value, and *DuplicateKeyError.
 func Parse(data []byte, path string, m Match) (*Object, error) {
-	if !json.Valid(data) {
+	if !Valid(data) {
 		var v any
 		err := json.Unmarshal(data, &v)
 		if err == nil { // never expected: Valid and Unmarshal disagree

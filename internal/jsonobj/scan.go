@@ -1,6 +1,6 @@
 package jsonobj
 
-// The scanners below work on JSON that json.Valid accepted: they find where
+// The scanners below work on JSON that Valid accepted: they find where
 // a value ends without checking it again.
 
 func skipSpace(data []byte, i int) int {
