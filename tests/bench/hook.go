@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -133,7 +134,23 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 	if err := os.Mkdir(filepath.Join(h.bundle, "trash"), 0o755); err != nil {
 		return nil, err
 	}
-	cfg, _ := json.Marshal(map[string]any{"ociVersion": "1.2.0", "root": map[string]any{"path": "rootfs"}})
+	// The bundle's config.json as runc leaves it for the hook: runc's
+	// default spec with the hook in it (its arguments are most of the
+	// bytes the hook reads there).
+	if out, err := exec.Command("runc", "spec", "--bundle", h.bundle).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(h.bundle, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("runc spec: %w", err)
+	}
+	spec["root"] = map[string]any{"path": "rootfs"}
+	spec["hooks"] = map[string]any{"createContainer": []any{map[string]any{"path": call.path, "args": call.args}}}
+	cfg, _ := json.Marshal(spec)
 	if err := os.WriteFile(filepath.Join(h.bundle, "config.json"), cfg, 0o644); err != nil {
 		return nil, err
 	}

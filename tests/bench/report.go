@@ -221,8 +221,9 @@ one. "Added, 95%% CI" bounds the median difference (order statistics of
 the paired differences): a target inside it is met or missed by chance.
 The hook runs with its spec's arguments on a
 container root and bundle as runc leaves them for createContainer hooks
-(driver libraries in place, the image's own ld.so.cache), put back before
-each run; its baseline is a process fed the same state on stdin. "Old way"
+(driver libraries in place, the image's own ld.so.cache; config.json is
+runc's default spec with the hook in it), put back before each run; its
+baseline is a process fed the same state on stdin. "Old way"
 is the same hook on the same root with the cache removed, so that it falls
 back to the host's ldconfig over the whole image. The spec is a full 580
 driver install's (fake files with the driver's names, as the end-to-end
