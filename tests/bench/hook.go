@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -137,16 +136,9 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 	// The bundle's config.json as runc leaves it for the hook: runc's
 	// default spec with the hook in it (its arguments are most of the
 	// bytes the hook reads there).
-	if out, err := exec.Command("runc", "spec", "--bundle", h.bundle).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
-	}
-	data, err := os.ReadFile(filepath.Join(h.bundle, "config.json"))
+	spec, err := runcSpec(h.bundle)
 	if err != nil {
 		return nil, err
-	}
-	var spec map[string]any
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return nil, fmt.Errorf("runc spec: %w", err)
 	}
 	spec["root"] = map[string]any{"path": "rootfs"}
 	spec["hooks"] = map[string]any{"createContainer": []any{map[string]any{"path": call.path, "args": call.args}}}

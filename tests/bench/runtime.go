@@ -59,15 +59,8 @@ func newRuntimeBundle(work, name, runtimeBin, specDir, vendor, device, cacheBase
 	if err := os.MkdirAll(b.runcRoot, 0o755); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command("runc", "spec", "--bundle", b.dir).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
-	}
-	data, err := os.ReadFile(filepath.Join(b.dir, "config.json"))
+	spec, err := runcSpec(b.dir)
 	if err != nil {
-		return nil, err
-	}
-	var spec map[string]any
-	if err := json.Unmarshal(data, &spec); err != nil {
 		return nil, err
 	}
 	spec["root"] = map[string]any{"path": root.root, "readonly": false}
@@ -211,3 +204,20 @@ func (b *runtimeBundle) memoryJob(runtimeBin string) (job, error) {
 // runtimeRuns is the number of runs of the runtime rows: four times -runs,
 // as a runc create varies by several milliseconds from run to run.
 func runtimeRuns(o *options) int { return 4 * o.runs }
+
+// runcSpec writes runc's default config.json into bundle and returns it
+// decoded.
+func runcSpec(bundle string) (map[string]any, error) {
+	if out, err := exec.Command("runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("runc spec: %v: %s", err, out)
+	}
+	data, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return nil, fmt.Errorf("runc spec: %w", err)
+	}
+	return spec, nil
+}
