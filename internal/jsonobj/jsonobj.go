@@ -35,7 +35,8 @@ type Object struct {
 	match   Match
 	data    []byte // as read; nil when made by New or once changed
 	members []Member
-	// trusted[i] says members[i] came from a document Valid accepted, so Object does not validate it again.
+	// trusted[i] says members[i] came from a document Valid accepted, so
+	// Object does not validate it again.
 	trusted []bool
 	index   map[string]int // by key, folded in Fold mode
 }
