@@ -502,18 +502,30 @@ func TestPreferredTopology(t *testing.T) {
 	}
 }
 
-// TestHealth: a device whose node disappears is sent Unhealthy, and
-// Healthy again when it is back.
-func TestHealth(t *testing.T) {
-	dir, devRoot := t.TempDir(), t.TempDir()
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+// l40sNodes returns an empty config.toml and a device root holding the
+// nodes of the l40s profile's four GPUs, for health checks that stat them.
+func l40sNodes(t *testing.T) (cfgPath, devRoot string) {
+	t.Helper()
+	cfgPath, devRoot = filepath.Join(t.TempDir(), "config.toml"), t.TempDir()
 	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
-	for i := range 4 {
-		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
+	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
+		t.Fatal(err)
 	}
+	for i := range 4 {
+		if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cfgPath, devRoot
+}
+
+// TestHealth: a device whose node disappears is sent Unhealthy, and
+// Healthy again when it is back.
+func TestHealth(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, devRoot := l40sNodes(t)
 	load := func() (*State, error) {
 		st, err := loader("l40s", cfgPath)()
 		if err == nil {
@@ -781,15 +793,8 @@ func benchServer(b *testing.B, dir string, st *State, r *offer.Resource) pb.Devi
 // --xid-recovery 0 none ever expires, and a GPU in an XID storm must not
 // grow the plugin's memory or each health check's work.
 func TestXIDMarks(t *testing.T) {
-	dir, devRoot := t.TempDir(), t.TempDir()
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755)
-	for i := range 4 {
-		os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+string(rune('0'+i))), nil, 0o644)
-	}
+	dir := t.TempDir()
+	cfgPath, devRoot := l40sNodes(t)
 	st, err := loader("l40s", cfgPath)()
 	if err != nil {
 		t.Fatal(err)
