@@ -119,7 +119,7 @@ func TestSetupDriverFiles(t *testing.T) {
 				libDir + "/libcuda.so.580.65.06":         "/usr/lib/gpuctk/core/libcuda.so.580.65.06",
 				"/usr/bin/nvidia-smi":                    "/usr/lib/gpuctk/core/nvidia-smi",
 				"/lib/firmware/nvidia/580.65.06/gsp.bin": "/usr/lib/gpuctk/firmware/gsp.bin",
-				libDir + "/libcuda.so.1":                 "libcuda.so.580.65.06",
+				libDir + "/libcuda.so.1":                 "/usr/lib/gpuctk/core/libcuda.so.580.65.06",
 				libDir + "/libGLX_nvidia.so.580.65.06":   "",
 				libDir + "/libGLX_nvidia.so.0":           "",
 			} {
@@ -137,6 +137,9 @@ func TestSetupDriverFiles(t *testing.T) {
 					t.Errorf("%s -> %q, %v; want %q", link, got, err, want)
 				}
 			}
+			// The SONAME link is another name of the library's link, not
+			// an inode of its own.
+			sameFile(t, root, libDir+"/libcuda.so.1", libDir+"/libcuda.so.580.65.06")
 			// The cache names libcuda through the link, and the loader
 			// finds it in the root.
 			out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
@@ -147,7 +150,25 @@ func TestSetupDriverFiles(t *testing.T) {
 			if code, stderr := runHookWith(t, tc.osRoot, b, driverFileArgs...); code != 0 {
 				t.Fatalf("second run: exit %d: %s", code, stderr)
 			}
+			sameFile(t, root, libDir+"/libcuda.so.1", libDir+"/libcuda.so.580.65.06")
 		})
+	}
+}
+
+// sameFile fails the test unless a and b, paths in root, are names of the
+// same file (a hard link), not followed if links.
+func sameFile(t *testing.T, root, a, b string) {
+	t.Helper()
+	fa, err := os.Lstat(filepath.Join(root, a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := os.Lstat(filepath.Join(root, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(fa, fb) {
+		t.Errorf("%s and %s are different files; want two names of one", a, b)
 	}
 }
 
@@ -158,5 +179,54 @@ func TestSetupDriverFileArgs(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "want /FOLDER/NAME::/PATH") {
 			t.Errorf("--driver-file %q: exit %d, %q", arg, code, stderr)
 		}
+	}
+}
+
+// TestSetupHardLinks: a SONAME link to a link the hook made is a second
+// name of it, whatever the image has at that name, except its own file.
+func TestSetupHardLinks(t *testing.T) {
+	soname := libDir + "/libcuda.so.1"
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, root string)
+		// want is what the SONAME link is: "hard" a second name of the
+		// library's link, else the target of a link of its own, or the
+		// content of the image's file.
+		want, warning string
+	}{
+		{name: "new", want: "hard"},
+		{name: "the image's link elsewhere, replaced", plant: func(t *testing.T, root string) {
+			os.Symlink("/nowhere", filepath.Join(root, soname))
+		}, want: "hard"},
+		{name: "an older hook's link of its own, kept", plant: func(t *testing.T, root string) {
+			os.Symlink("libcuda.so.580.65.06", filepath.Join(root, soname))
+		}, want: "libcuda.so.580.65.06"},
+		{name: "the image's own file, left", plant: func(t *testing.T, root string) {
+			os.WriteFile(filepath.Join(root, soname), []byte("image's"), 0o755)
+		}, want: "image's", warning: "gpuctk-hook: warning: " + soname + " exists in the image and is not a link; left as it is\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, root := folderBundle(t)
+			if tc.plant != nil {
+				tc.plant(t, root)
+			}
+			code, stderr := runHook(t, b, driverFileArgs...)
+			if code != 0 || stderr != tc.warning {
+				t.Fatalf("exit %d, stderr %q; want 0, %q", code, stderr, tc.warning)
+			}
+			p := filepath.Join(root, soname)
+			switch got, err := os.Readlink(p); {
+			case tc.want == "hard":
+				sameFile(t, root, soname, libDir+"/libcuda.so.580.65.06")
+			case err == nil:
+				if got != tc.want {
+					t.Errorf("%s -> %q; want %q", soname, got, tc.want)
+				}
+			default:
+				if data, _ := os.ReadFile(p); string(data) != tc.want {
+					t.Errorf("%s holds %q; want %q", soname, data, tc.want)
+				}
+			}
+		})
 	}
 }

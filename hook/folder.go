@@ -18,6 +18,7 @@ type folder interface {
 	Readlink(name string) (string, error)
 	Remove(name string) error
 	Symlink(oldname, newname string) error
+	Link(oldname, newname string) error
 	OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error)
 	Rename(oldname, newname string) error
 }
@@ -120,6 +121,21 @@ func (d dirFD) Symlink(oldname, newname string) error {
 	}
 	if err := unix.Symlinkat(oldname, int(d), newname); err != nil {
 		return &os.LinkError{Op: "symlink", Old: oldname, New: newname, Err: err}
+	}
+	return nil
+}
+
+// Link gives oldname's file, never followed if it is a link, the second
+// name newname in the folder.
+func (d dirFD) Link(oldname, newname string) error {
+	if err := checkName("link", oldname); err != nil {
+		return err
+	}
+	if err := checkName("link", newname); err != nil {
+		return err
+	}
+	if err := unix.Linkat(int(d), oldname, int(d), newname, 0); err != nil {
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
 	}
 	return nil
 }

@@ -63,12 +63,15 @@ func TestSetup(t *testing.T) {
 	if code, stderr := runHook(t, b, setupArgs...); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for link, want := range map[string]string{"libcuda.so.1": "libcuda.so.580.65.06", "libcuda.so": "libcuda.so.1"} {
+	// libcuda.so.1 leads to the image's file; libcuda.so is another name
+	// of that link.
+	for link, want := range map[string]string{"libcuda.so.1": "libcuda.so.580.65.06", "libcuda.so": "libcuda.so.580.65.06"} {
 		got, err := os.Readlink(filepath.Join(root, libDir, link))
 		if err != nil || got != want {
 			t.Errorf("%s -> %q, %v; want %q", link, got, err, want)
 		}
 	}
+	sameFile(t, root, libDir+"/libcuda.so", libDir+"/libcuda.so.1")
 	out, err := exec.Command(DefaultLdconfig, "-p", "-C", filepath.Join(root, "etc/ld.so.cache")).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
 		t.Fatalf("ldconfig -p: %v\n%s", err, out)

@@ -116,6 +116,18 @@ func Setup(e *Env, o SetupOptions) error {
 		if err := s.mkdirs(path.Dir(link)); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
 		}
+		if s.symlinks[to] && !strings.Contains(target, "/") {
+			linked, err := s.hardlink(target, link)
+			if err != nil {
+				return err
+			}
+			if linked {
+				s.markMade(link)
+				s.symlinks[path.Clean(link)] = true
+				e.debugf("link %s: another name of %s", link, to)
+				continue
+			}
+		}
 		if err := s.symlink(target, link, nil); err != nil {
 			return err
 		}
@@ -426,6 +438,10 @@ type setup struct {
 	// made are the links made (or found right) so far, by absolute path:
 	// their targets are in the root, so they are too.
 	made map[string]bool
+	// symlinks are the links of made that are symlinks in the root
+	// (made, or found right), by absolute path: a link to one in its
+	// folder can be another name of it (see hardlink).
+	symlinks map[string]bool
 	// mounts says, of each driver folder asked about, whether the
 	// container has it (see driverFile).
 	mounts map[string]bool
@@ -576,6 +592,66 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 	return s.chown("etc/ld.so.cache")
 }
 
+// hardlink makes link, in the folder of target, another name of target,
+// a symlink the hook made or found right there (setup.symlinks): the
+// SONAME and .so links of a driver library then resolve as the library's
+// own link does, to the driver folder's file. A name costs no inode: on
+// ext4 and in an overlay's upper layer, a symlink is a new inode each,
+// four times the time of a name (44 links a container, the half of them
+// SONAME and .so links). linked is false where the file system refuses
+// (a hard link limit, fs.protected_hardlinks in a user namespace, a file
+// system without hard links) or the name is taken by anything but target
+// itself: symlink then decides, as for any link.
+func (s *setup) hardlink(target, link string) (linked bool, err error) {
+	rel := strings.TrimPrefix(path.Clean(link), "/")
+	dir, base := path.Split(rel)
+	d, err := s.folder(dir)
+	if err != nil {
+		return false, fmt.Errorf("link %s: %w", link, err)
+	}
+	err = d.Link(target, base)
+	if err == nil {
+		return true, nil // the same inode as target: owned as it is
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	have, err := d.Lstat(base)
+	if err != nil || have.Mode()&fs.ModeSymlink == 0 {
+		return false, nil // the image's own file or folder: symlink warns
+	}
+	// Made by a run before this one (a restarted container), or by an
+	// older hook as a link of its own: right as it is.
+	if want, err := d.Lstat(target); err == nil && oneFile(have, want) {
+		return true, nil
+	}
+	if cur, err := d.Readlink(base); err == nil && cur == target {
+		return true, nil
+	}
+	// The image's link, leading elsewhere: replaced, as symlink does.
+	if err := d.Remove(base); err != nil {
+		return false, fmt.Errorf("link %s: %w", link, err)
+	}
+	return d.Link(target, base) == nil, nil
+}
+
+// oneFile reports whether a and b, of a folder's Lstat (through a dirFD or
+// os.Root), are the same file.
+func oneFile(a, b fs.FileInfo) bool {
+	id := func(fi fs.FileInfo) (dev, ino uint64, ok bool) {
+		switch st := fi.Sys().(type) {
+		case *unix.Stat_t:
+			return st.Dev, st.Ino, true
+		case *syscall.Stat_t:
+			return st.Dev, st.Ino, true
+		}
+		return 0, 0, false
+	}
+	da, ia, okA := id(a)
+	db, ib, okB := id(b)
+	return okA && okB && da == db && ia == ib
+}
+
 // symlink makes link point at target inside root. An existing symlink is
 // replaced; anything else at that path belongs to the image and goes to
 // taken, whose answer is symlink's; a nil taken leaves it alone with a
@@ -594,7 +670,7 @@ func (s *setup) symlink(target, link string, taken func(d folder, base string, s
 	// taken.
 	err = d.Symlink(target, base)
 	if err == nil {
-		return s.chown(rel)
+		return s.ownSymlink(rel)
 	}
 	if !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("link %s -> %s: %w", link, target, err)
@@ -603,7 +679,7 @@ func (s *setup) symlink(target, link string, taken func(d folder, base string, s
 	switch {
 	case err == nil && st.Mode()&fs.ModeSymlink != 0:
 		if cur, err := d.Readlink(base); err == nil && cur == target {
-			return s.chown(rel)
+			return s.ownSymlink(rel)
 		}
 		if err := d.Remove(base); err != nil {
 			return fmt.Errorf("link %s: %w", link, err)
@@ -619,6 +695,16 @@ func (s *setup) symlink(target, link string, taken func(d folder, base string, s
 	if err := d.Symlink(target, base); err != nil {
 		return fmt.Errorf("link %s -> %s: %w", link, target, err)
 	}
+	return s.ownSymlink(rel)
+}
+
+// ownSymlink records rel, a symlink symlink made or found right, and
+// gives it to the container's root (chown).
+func (s *setup) ownSymlink(rel string) error {
+	if s.symlinks == nil {
+		s.symlinks = map[string]bool{}
+	}
+	s.symlinks["/"+rel] = true
 	return s.chown(rel)
 }
 

@@ -15,7 +15,7 @@ import (
 // library is mounted, and what the container's own ldconfig -p says.
 const inspect = `ls -1 /dev/nvidia* /dev/nvidia-caps/* 2>/dev/null | grep -v :$ | sort; ` +
 	`test -f /usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06 && echo LIB; ` +
-	`echo SONAME=$(readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1); ` +
+	`l=$(readlink -f /usr/lib/x86_64-linux-gnu/libcuda.so.1); echo SONAME=${l##*/}; ` +
 	`/sbin/ldconfig -p | grep -q 'libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1' && echo CACHE; ` +
 	`echo VISIBLE=$NVIDIA_VISIBLE_DEVICES; ` +
 	`for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do test -e $n && stat -c 'NODE %n %F %t:%T' $n; done; true`
