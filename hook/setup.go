@@ -620,13 +620,15 @@ func (s *setup) hardlink(target, link string) (linked bool, err error) {
 	if err != nil || have.Mode()&fs.ModeSymlink == 0 {
 		return false, nil // the image's own file or folder: symlink warns
 	}
-	// Made by a run before this one (a restarted container), or by an
-	// older hook as a link of its own: right as it is.
+	// Made by a run before this one (a restarted container): right as it
+	// is, and owned as target is.
 	if want, err := d.Lstat(target); err == nil && oneFile(have, want) {
 		return true, nil
 	}
+	// Made by an older hook as a link of its own: symlink keeps it, and
+	// gives it to the container's root as it does any link found right.
 	if cur, err := d.Readlink(base); err == nil && cur == target {
-		return true, nil
+		return false, nil
 	}
 	// The image's link, leading elsewhere: replaced, as symlink does.
 	if err := d.Remove(base); err != nil {
