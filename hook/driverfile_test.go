@@ -235,3 +235,67 @@ func TestSetupHardLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestSetupLdconfigLeavesImageFile: the ldconfig the hook runs when the
+// image has no cache leaves the image's own file at a library's SONAME,
+// as the hook does, whoever runs the hook: root, or a user whose ldconfig
+// chroots in a user namespace of its own.
+func TestSetupLdconfigLeavesImageFile(t *testing.T) {
+	b, root := folderBundle(t)
+	soname := filepath.Join(root, libDir, "libcuda.so.1")
+	if err := os.WriteFile(soname, []byte("image's"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runHook(t, b, driverFileArgs...)
+	want := "gpuctk-hook: warning: " + libDir + "/libcuda.so.1 exists in the image and is not a link; left as it is\n"
+	if code != 0 || stderr != want {
+		t.Fatalf("exit %d, stderr %q; want 0, %q", code, stderr, want)
+	}
+	if data, err := os.ReadFile(soname); err != nil || string(data) != "image's" {
+		t.Errorf("%s holds %q (%v); want the image's file left", libDir+"/libcuda.so.1", data, err)
+	}
+	// ldconfig ran: its cache names the library at its SONAME.
+	if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+		t.Errorf("ldconfig -p of the cache:\n%s", out)
+	}
+}
+
+// TestSetupLdconfigNoChroot: a hook that may neither chroot nor make a
+// user namespace fails in one line rather than run ldconfig -r unchrooted
+// (which takes some paths as the host's and replaces the image's file at
+// a SONAME), and leaves the image's file.
+func TestSetupLdconfigNoChroot(t *testing.T) {
+	for _, p := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("%s (util-linux) is needed: %v", p, err)
+		}
+	}
+	bin := hookBin(t)
+	b, root := folderBundle(t)
+	soname := filepath.Join(root, libDir, "libcuda.so.1")
+	if err := os.WriteFile(soname, []byte("image's"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Root of a user namespace of its own in which no further one may
+	// be made, without CAP_SYS_ADMIN (a mount namespace) and
+	// CAP_SYS_CHROOT.
+	script := `echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --bounding-set=-sys_admin,-sys_chroot -- "$@"`
+	cmd := exec.Command("unshare", append([]string{"--user", "--map-root-user", "sh", "-c", script, "sh", bin}, driverFileArgs...)...)
+	cmd.Stdin = strings.NewReader(`{"bundle":"` + b + `"}`)
+	out, err := cmd.CombinedOutput()
+	if os.Geteuid() != 0 && strings.Contains(string(out), "unshare failed") {
+		t.Skipf("no user namespaces for this user: %s", out)
+	}
+	msg := strings.TrimSpace(string(out))
+	lines := strings.Split(msg, "\n")
+	want := "needs to chroot into the container root, and the hook may neither (no CAP_SYS_CHROOT) nor make a user namespace"
+	if err == nil || !strings.Contains(lines[len(lines)-1], want) {
+		t.Fatalf("exit %v, output %q; want a failure saying %q", err, msg, want)
+	}
+	if data, err := os.ReadFile(soname); err != nil || string(data) != "image's" {
+		t.Errorf("%s holds %q (%v); want the image's file left", libDir+"/libcuda.so.1", data, err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "etc/ld.so.cache")); err == nil {
+		t.Errorf("a cache was written")
+	}
+}

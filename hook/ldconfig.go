@@ -119,10 +119,29 @@ func runLimited(prog string, args []string, root string, l Limits) error {
 	err := cmd.Start()
 	if errors.Is(err, syscall.EPERM) {
 		// Not allowed one (a user without CAP_SYS_ADMIN, outside any
-		// user namespace): the child refuses to run where a procfs is
-		// mounted under the root, which such a user cannot have mounted.
-		cmd = command(sharedMounts)
+		// user namespace): a user namespace of its own, where the hook's
+		// user is root, may chroot (ldconfig -r does) and has a mount
+		// namespace. What ldconfig writes is still the user's.
+		cmd = command(privateMounts)
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		}
 		err = cmd.Start()
+		if err != nil {
+			// Not that either (user namespaces disabled). ldconfig -r
+			// that may not chroot goes on without, and then takes
+			// some paths as the host's: it replaces an image's file
+			// at a library's SONAME because the host has none there.
+			if !canChroot() {
+				return fmt.Errorf("%s needs to chroot into the container root, and the hook may neither (no CAP_SYS_CHROOT) nor make a user namespace (%v): run the hook as root, or allow user namespaces", prog, err)
+			}
+			// The child refuses to run where a procfs is mounted under
+			// the root, which such a user cannot have mounted.
+			cmd = command(sharedMounts)
+			err = cmd.Start()
+		}
 	}
 	if err == nil {
 		err = cmd.Wait()
@@ -135,6 +154,17 @@ func runLimited(prog string, args []string, root string, l Limits) error {
 		return fmt.Errorf("%s %s: %v: %s", prog, strings.Join(args, " "), err, msg)
 	}
 	return nil
+}
+
+// canChroot says whether this process may chroot(2): CAP_SYS_CHROOT in
+// its effective set.
+func canChroot() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_SYS_CHROOT/32].Effective&(1<<(unix.CAP_SYS_CHROOT%32)) != 0
 }
 
 // The mount namespace ExecLimited runs in: its own (runLimited unshared
