@@ -19,8 +19,11 @@ import (
 // hookCall is the spec's one hook call, and the driver files it expects in
 // the container.
 type hookCall struct {
-	path  string
-	args  []string // argv, program name first
+	path string
+	args []string // argv, program name first
+	// env is the hook's environment, the spec's: a runtime gives the
+	// hook that and nothing of its own.
+	env   []string
 	links []string // paths the hook links, inside the container
 	// libs are the driver libraries as the runtime mounts them, inside
 	// the container: where each is (its own mount, or its place in the
@@ -42,7 +45,7 @@ func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 		return nil, fmt.Errorf("spec has %d common hooks, want 1", len(spec.ContainerEdits.Hooks))
 	}
 	h := spec.ContainerEdits.Hooks[0]
-	c := &hookCall{path: h.Path, args: h.Args, libs: map[string]string{}, sonames: map[string]string{}}
+	c := &hookCall{path: h.Path, args: h.Args, env: append([]string{}, h.Env...), libs: map[string]string{}, sonames: map[string]string{}}
 	common := map[string]bool{}
 	for _, m := range spec.ContainerEdits.Mounts {
 		common[m.ContainerPath] = true
@@ -188,5 +191,5 @@ func (h *hookRoot) reset(withCache bool) func() ([][]string, error) {
 
 // hookJob runs the hook on this root with its spec arguments.
 func (h *hookRoot) hookJob(name string) job {
-	return job{name: name, stdin: h.state, cmds: [][]string{append([]string{h.call.path}, h.call.args[1:]...)}}
+	return job{name: name, stdin: h.state, env: h.call.env, cmds: [][]string{append([]string{h.call.path}, h.call.args[1:]...)}}
 }

@@ -233,7 +233,7 @@ func (b *bench) hook() error {
 	} {
 		b.step("timing: %s", tc.label)
 		s, err := interleave(b.o.runs, b.o.warm,
-			job{name: "no-op", stdin: tc.root.state, cmds: [][]string{{"/bin/cat"}}},
+			job{name: "no-op", stdin: tc.root.state, env: tc.root.call.env, cmds: [][]string{{"/bin/cat"}}},
 			func() job { j := tc.root.hookJob("gpuctk-hook"); j.prepare = tc.root.reset(tc.withCache); return j }())
 		if err != nil {
 			return err
@@ -242,7 +242,7 @@ func (b *bench) hook() error {
 	}
 	for _, root := range []*hookRoot{small, large} {
 		b.step("peak memory: gpuctk-hook on the %s root", filepath.Base(root.bundle))
-		noop := job{name: "no-op", stdin: root.state, cmds: [][]string{{"/bin/cat"}}, memory: true}
+		noop := job{name: "no-op", stdin: root.state, env: root.call.env, cmds: [][]string{{"/bin/cat"}}, memory: true}
 		hook := root.hookJob("gpuctk-hook")
 		hook.prepare, hook.memory = root.reset(true), true
 		s, err := interleave(b.o.runs, 0, noop, hook)
