@@ -169,11 +169,11 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 }
 
 // hookEnv is the environment of every gpuctk-hook call in the spec (the
-// runtime gives a hook that and nothing else). With one P, the Go runtime
-// starts no thread at start to run its background goroutines on an idle
-// P: the hook does its work in one goroutine, and each thread costs it
-// 0.1 ms or more on a VM (2 cores here, 0.13 to 0.2 ms saved a call; a
-// host with more cores saves more, since it makes a P per core).
+// runtime gives a hook that and nothing else). The hook does its work in
+// one goroutine; with a P per core, the Go runtime starts threads at
+// start to run its own goroutines on the idle Ps (an empty program: 4
+// threads with two Ps, 2 with one). One P saves 0.13 to 0.17 ms a call
+// on a 2-core VM, and more on a host with more cores.
 var hookEnv = []string{"GOMAXPROCS=1"}
 
 // capabilityDevices returns a device per capability whose files the host
