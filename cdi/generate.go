@@ -172,7 +172,7 @@ func (g *Generator) Generate(set *offer.Set, f *driver.Files) (*specs.Spec, Summ
 // runtime gives a hook that and nothing else). The hook does its work in
 // one goroutine; with a P per core, the Go runtime starts threads at
 // start to run its own goroutines on the idle Ps (an empty program: 4
-// threads with two Ps, 2 with one). One P saves 0.13 to 0.17 ms a call
+// threads with two Ps, 2 with one). One P saves 0.11 to 0.2 ms a call
 // on a 2-core VM, and more on a host with more cores.
 var hookEnv = []string{"GOMAXPROCS=1"}
 

@@ -178,6 +178,9 @@ func TestSetupHostileFiles(t *testing.T) {
 			cmd := exec.Command(bin, "setup", "--link", "libcuda.so.580.65.06::"+libDir+"/libcuda.so.1",
 				"--library", libDir+"/libcuda.so.1", "--folder", libDir, "--ldconfig-timeout", "2s")
 			cmd.Stdin = strings.NewReader(`{"bundle":"` + b + `"}`)
+			// One P, as the spec runs the hook: the ldconfig timeout
+			// must fire with the hook's goroutine waiting on it.
+			cmd.Env = []string{"GOMAXPROCS=1"}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			start := time.Now()
