@@ -226,6 +226,18 @@ func startHarness(t *testing.T, tools string, env []string) *node {
 				lines := strings.Split(string(data), "\n")
 				t.Logf("last lines of %s:\n%s", f, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 			}
+			// What the device manager did (registrations, its clients of
+			// the plugin's sockets, ListAndWatch, admission) and the pods'
+			// status: a resource that stays unallocatable says why here.
+			data, _ := os.ReadFile(filepath.Join(n.work, "kubelet.log"))
+			var dm []string
+			for l := range strings.Lines(string(data)) {
+				if strings.Contains(l, "devicemanager") || strings.Contains(l, "device plugin") || strings.Contains(l, "ListAndWatch") || strings.Contains(l, "Admit") {
+					dm = append(dm, strings.TrimRight(l, "\n"))
+				}
+			}
+			t.Logf("kubelet.log, device manager lines (last 40 of %d):\n%s", len(dm), strings.Join(dm[max(0, len(dm)-40):], "\n"))
+			t.Logf("pods:\n%s", n.pods(t))
 		}
 	})
 	return n
