@@ -132,6 +132,16 @@ type Plugin struct {
 	settle    time.Duration // see the constant
 	specLast  time.Time
 	specWait  time.Duration
+
+	// The kubelet dials a plugin once, when it registers, and opens one
+	// ListAndWatch; a stream that ends (the kubelet dropped the client)
+	// or never comes leaves the resource unallocatable, and the kubelet
+	// never asks again. lost hears of an ended stream; watchCheck fires
+	// at watchAt, when checkWatched registers such resources again.
+	lost       chan struct{}
+	watchCheck *time.Timer
+	watchAt    time.Time
+	watchGrace time.Duration // see the constant
 }
 
 const (
@@ -147,6 +157,14 @@ const (
 	// coming, up to specWaitMax.
 	specWaitMin = time.Second
 	specWaitMax = 5 * time.Minute
+
+	// watchGrace is how long after a registration the kubelet has to open
+	// ListAndWatch (it does so at once), and lostGrace how long after a
+	// stream ended the plugin waits before registering again: a kubelet
+	// that is restarting makes its socket again meanwhile, which
+	// registers everything anyway.
+	watchGrace = 5 * time.Second
+	lostGrace  = time.Second
 )
 
 // Option configures a Plugin.
@@ -188,6 +206,7 @@ func New(load Loader, opts ...Option) *Plugin {
 		load: load, kubeletDir: "/var/lib/kubelet/device-plugins", cdiDir: "/var/run/cdi",
 		health: 10 * time.Second, recovery: 10 * time.Minute, log: slog.Default(), servers: map[string]*server{},
 		pending: map[string]bool{}, settle: settle,
+		lost: make(chan struct{}, 1), watchGrace: watchGrace,
 	}
 	for _, o := range opts {
 		o(p)
@@ -226,6 +245,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 		}
 	}
 	defer p.stopAll()
+	// Armed by the registrations apply makes.
+	p.watchCheck = time.NewTimer(0)
+	p.watchCheck.Stop()
+	defer p.watchCheck.Stop()
 	if err := p.apply(ctx, st); err != nil {
 		return err
 	}
@@ -256,6 +279,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 			return nil
 		case <-p.retry.C:
 			p.registerPending(ctx)
+			p.scheduleRetry()
+		case <-p.lost:
+			p.armWatchCheck(time.Now(), lostGrace)
+		case <-p.watchCheck.C:
+			p.watchAt = time.Time{}
+			p.checkWatched(ctx, time.Now())
 			p.scheduleRetry()
 		case err := <-w.Errors:
 			p.log.Warn("file watch", "err", err)
@@ -441,7 +470,7 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 			s.update(st, r, unhealthy)
 			continue
 		}
-		s := newServer(p.kubeletDir, st, r, p.log)
+		s := newServer(p.kubeletDir, st, r, p.log, p.lost)
 		s.unhealthy = unhealthy
 		if err := s.start(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", describe(r), err))
@@ -456,6 +485,7 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 			p.pending[r.Name] = true
 			continue
 		}
+		p.registered(s)
 		p.log.Info("registered", "resource", r.Name, "devices", len(r.Devices), "socket", s.socket)
 	}
 	p.unserved = len(errs) > 0
@@ -486,10 +516,58 @@ func (p *Plugin) registerPending(ctx context.Context) {
 			continue
 		}
 		delete(p.pending, name)
+		p.registered(s)
 		p.log.Info("registered", "resource", name, "devices", s.devices(), "socket", s.socket)
 	}
 	if len(p.pending) == 0 && !p.unserved {
 		p.wait = retryMin
+	}
+}
+
+// registered records that the kubelet took s's registration, and checks
+// after watchGrace that it watches s.
+func (p *Plugin) registered(s *server) {
+	now := time.Now()
+	s.setRegistered(now)
+	p.armWatchCheck(now, p.watchGrace)
+}
+
+// armWatchCheck makes checkWatched run d after now, or sooner if it is
+// due sooner already.
+func (p *Plugin) armWatchCheck(now time.Time, d time.Duration) {
+	if p.watchCheck == nil {
+		return
+	}
+	at := now.Add(d)
+	if p.watchAt.IsZero() || at.Before(p.watchAt) {
+		p.watchAt = at
+		p.watchCheck.Reset(d)
+	}
+}
+
+// checkWatched registers again each registered resource with no open
+// ListAndWatch stream for watchGrace since its registration: the kubelet
+// dropped or never opened its watch, and would keep the resource
+// unallocatable until the plugin registers it again (or restarts).
+func (p *Plugin) checkWatched(ctx context.Context, now time.Time) {
+	again := false
+	for name, s := range p.servers {
+		watched, at := s.watched()
+		if watched || at.IsZero() || p.pending[name] {
+			continue
+		}
+		if wait := at.Add(p.watchGrace).Sub(now); wait > 0 {
+			p.armWatchCheck(now, wait)
+			continue
+		}
+		p.log.Warn("the kubelet is not watching the resource: registering it again", "resource", name)
+		s.setRegistered(time.Time{})
+		p.pending[name] = true
+		again = true
+	}
+	if again {
+		p.wait = retryMin
+		p.registerPending(ctx)
 	}
 }
 

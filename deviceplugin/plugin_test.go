@@ -29,19 +29,69 @@ import (
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// kubelet is a registration server standing in for the kubelet's.
+// kubelet is a registration server standing in for the kubelet's. As the
+// kubelet does, it dials each plugin that registers and keeps one
+// ListAndWatch stream open per resource, the latest registration's.
 type kubelet struct {
 	pb.UnimplementedRegistrationServer
-	mu   sync.Mutex
-	regs []*pb.RegisterRequest
-	srv  *grpc.Server
+	dir     string
+	mu      sync.Mutex
+	regs    []*pb.RegisterRequest
+	clients map[string]*grpc.ClientConn
+	srv     *grpc.Server
+}
+
+func newKubelet(dir string) *kubelet {
+	k := &kubelet{dir: dir, srv: grpc.NewServer(), clients: map[string]*grpc.ClientConn{}}
+	pb.RegisterRegistrationServer(k.srv, k)
+	return k
 }
 
 func (k *kubelet) Register(_ context.Context, r *pb.RegisterRequest) (*pb.Empty, error) {
+	conn, err := grpc.NewClient("unix://"+filepath.Join(k.dir, r.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pb.NewDevicePluginClient(conn).GetDevicePluginOptions(context.Background(), &pb.Empty{}); err != nil {
+		conn.Close()
+		return nil, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.regs = append(k.regs, r)
+	if old := k.clients[r.ResourceName]; old != nil {
+		old.Close()
+	}
+	k.clients[r.ResourceName] = conn
+	go func() {
+		stream, err := pb.NewDevicePluginClient(conn).ListAndWatch(context.Background(), &pb.Empty{})
+		for err == nil {
+			_, err = stream.Recv()
+		}
+	}()
 	return &pb.Empty{}, nil
+}
+
+// drop closes the kubelet's client of resource, as a kubelet does whose
+// ListAndWatch stream failed.
+func (k *kubelet) drop(resource string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.clients[resource]; c != nil {
+		c.Close()
+		delete(k.clients, resource)
+	}
+}
+
+// stop ends the kubelet: its server and its clients.
+func (k *kubelet) stop() {
+	k.srv.Stop()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name, c := range k.clients {
+		c.Close()
+		delete(k.clients, name)
+	}
 }
 
 func (k *kubelet) registered() []string {
@@ -60,10 +110,9 @@ func startKubelet(t *testing.T, dir string) *kubelet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kubelet{srv: grpc.NewServer()}
-	pb.RegisterRegistrationServer(k.srv, k)
+	k := newKubelet(dir)
 	go k.srv.Serve(l)
-	t.Cleanup(k.srv.Stop)
+	t.Cleanup(k.stop)
 	return k
 }
 
@@ -221,7 +270,7 @@ func TestPlugin(t *testing.T) {
 	// A restarted kubelet (a new kubelet.sock) gets every resource again,
 	// even one that binds its socket well before it listens on it (the
 	// plugin's first tries are refused).
-	k.srv.Stop()
+	k.stop()
 	os.Remove(filepath.Join(dir, "kubelet.sock"))
 	k2 := startKubeletLate(t, dir, 300*time.Millisecond)
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 6 })
@@ -335,9 +384,8 @@ func startKubeletLate(t *testing.T, dir string, delay time.Duration) *kubelet {
 	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: filepath.Join(dir, "kubelet.sock")}); err != nil {
 		t.Fatal(err)
 	}
-	k := &kubelet{srv: grpc.NewServer()}
-	pb.RegisterRegistrationServer(k.srv, k)
-	t.Cleanup(k.srv.Stop)
+	k := newKubelet(dir)
+	t.Cleanup(k.stop)
 	f := os.NewFile(uintptr(fd), "kubelet.sock")
 	go func() {
 		time.Sleep(delay)
@@ -775,7 +823,7 @@ func TestDriverCapabilities(t *testing.T) {
 // benchServer serves resource r of st on a socket in dir until the
 // benchmark ends, and returns a client connected to it.
 func benchServer(b *testing.B, dir string, st *State, r *offer.Resource) pb.DevicePluginClient {
-	s := newServer(dir, st, r, quiet)
+	s := newServer(dir, st, r, quiet, nil)
 	if err := s.start(); err != nil {
 		b.Fatal(err)
 	}
@@ -874,7 +922,7 @@ func TestPlugin_KubeletRestartKeepsSpec(t *testing.T) {
 	if err := os.WriteFile(cdiDir, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	k.srv.Stop()
+	k.stop()
 	os.Remove(filepath.Join(dir, "kubelet.sock"))
 	k2 := startKubelet(t, dir)
 	waitFor(t, "registrations with the new kubelet", func() bool { return len(k2.registered()) == 2 })
@@ -1141,4 +1189,87 @@ func TestPlugin_ServerStartRetried(t *testing.T) {
 	waitFor(t, "nvidia.com/gpu-small to be registered", func() bool {
 		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu-small ")
 	})
+}
+
+// TestPlugin_KubeletDroppedWatch: the kubelet dials a plugin once, when it
+// registers; a client it drops (its ListAndWatch failed) leaves the
+// resource unallocatable for good. The plugin sees its stream end and
+// registers that resource again, and only that one.
+func TestPlugin_KubeletDroppedWatch(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	log := &syncLog{}
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath),
+		WithLogger(slog.New(slog.NewTextHandler(log, nil))))
+	p.watchGrace = 300 * time.Millisecond
+	runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	waitFor(t, "2 registrations", func() bool { return len(k.registered()) == 2 })
+	// Watched resources are left alone.
+	time.Sleep(2 * p.watchGrace)
+	if got := k.registered(); len(got) != 2 {
+		t.Fatalf("registrations while the kubelet watched every resource:\n%s", strings.Join(got, "\n"))
+	}
+	k.drop("nvidia.com/gpu")
+	waitFor(t, "nvidia.com/gpu registered again", func() bool { return len(k.registered()) == 3 })
+	if got := k.registered()[2]; got != "nvidia.com/gpu gpuctk-nvidia.com_gpu.sock" {
+		t.Errorf("registered again: %s, want nvidia.com/gpu", got)
+	}
+	if !strings.Contains(log.String(), `msg="the kubelet is not watching the resource: registering it again" resource=nvidia.com/gpu`) {
+		t.Errorf("log does not say why:\n%s", log)
+	}
+	time.Sleep(lostGrace + 2*p.watchGrace)
+	if got := k.registered(); len(got) != 3 {
+		t.Errorf("registrations once the kubelet watched again:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// deafKubelet takes registrations and never opens ListAndWatch.
+type deafKubelet struct {
+	pb.UnimplementedRegistrationServer
+	mu   sync.Mutex
+	regs []string
+}
+
+func (k *deafKubelet) Register(_ context.Context, r *pb.RegisterRequest) (*pb.Empty, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.regs = append(k.regs, r.ResourceName)
+	return &pb.Empty{}, nil
+}
+
+func (k *deafKubelet) count(resource string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return strings.Count(strings.Join(k.regs, " ")+" ", resource+" ")
+}
+
+// TestPlugin_KubeletNeverWatched: a kubelet that takes a registration but
+// opens no ListAndWatch for watchGrace is registered with again.
+func TestPlugin_KubeletNeverWatched(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &deafKubelet{}
+	srv := grpc.NewServer()
+	pb.RegisterRegistrationServer(srv, k)
+	go srv.Serve(l)
+	t.Cleanup(srv.Stop)
+	p := New(loaderOf("l40s", filepath.Join(t.TempDir(), "config.toml"), false), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithLogger(quiet))
+	p.watchGrace = 200 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "nvidia.com/gpu registered a second time", func() bool { return k.count("nvidia.com/gpu") >= 2 })
 }

@@ -34,6 +34,13 @@ type server struct {
 	// changed is closed and replaced when what ListAndWatch sends changes.
 	changed chan struct{}
 	stopped chan struct{}
+	// watchers counts the open ListAndWatch streams; registered is when
+	// the kubelet last took the registration (zero: not registered).
+	// lost is sent to, without blocking, when a stream ends other than
+	// by stop: the kubelet dropped its watch (see Plugin.checkWatched).
+	watchers   int
+	registered time.Time
+	lost       chan<- struct{}
 
 	grpc *grpc.Server
 }
@@ -44,12 +51,13 @@ func socketName(resource string) string {
 	return "gpuctk-" + strings.ReplaceAll(resource, "/", "_") + ".sock"
 }
 
-func newServer(dir string, st *State, r *offer.Resource, log *slog.Logger) *server {
+func newServer(dir string, st *State, r *offer.Resource, log *slog.Logger, lost chan<- struct{}) *server {
 	return &server{
 		socket: filepath.Join(dir, socketName(r.Name)),
 		log:    log.With("resource", r.Name),
 		state:  st, res: r,
 		changed: make(chan struct{}), stopped: make(chan struct{}),
+		lost: lost,
 	}
 }
 
@@ -137,7 +145,40 @@ func (s *server) GetDevicePluginOptions(context.Context, *pb.Empty) (*pb.DeviceP
 	return options(), nil
 }
 
+// setRegistered records that the kubelet took the registration now.
+func (s *server) setRegistered(at time.Time) {
+	s.mu.Lock()
+	s.registered = at
+	s.mu.Unlock()
+}
+
+// watched says whether a ListAndWatch stream is open, and when the
+// kubelet last took the registration.
+func (s *server) watched() (bool, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watchers > 0, s.registered
+}
+
 func (s *server) ListAndWatch(_ *pb.Empty, stream pb.DevicePlugin_ListAndWatchServer) error {
+	s.mu.Lock()
+	s.watchers++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.watchers--
+		s.mu.Unlock()
+		select {
+		case <-s.stopped:
+		default:
+			if s.lost != nil {
+				select {
+				case s.lost <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 	for {
 		s.mu.Lock()
 		devs := make([]*pb.Device, len(s.res.Devices))

@@ -382,12 +382,14 @@ state-root = %q
 		// Registered is not yet listed: the restarted kubelet knows the
 		// devices once the plugin's first ListAndWatch answer reaches it,
 		// which it records in its checkpoint. A pod admitted before that
-		// (a loaded machine) would be refused the device.
+		// (a loaded machine) would be refused the device. The checkpoint
+		// lists every resource of the old one from the start, with no
+		// devices (`"nvidia.com/gpu":[]`) until that answer.
 		checkpoint := filepath.Join(n.work, "kubelet/device-plugins/kubelet_internal_checkpoint")
-		waitFor(t, 60*time.Second, "the restarted kubelet to list nvidia.com/gpu", pluginDied, func() bool {
+		waitFor(t, 60*time.Second, "the restarted kubelet to list nvidia.com/gpu's devices", pluginDied, func() bool {
 			fi, err := os.Stat(checkpoint)
 			data, _ := os.ReadFile(checkpoint)
-			return err == nil && fi.ModTime().After(restarted) && strings.Contains(string(data), `"nvidia.com/gpu":[`)
+			return err == nil && fi.ModTime().After(restarted) && strings.Contains(string(data), `"nvidia.com/gpu":["`)
 		})
 		n.pod(t, "after-restart", "nvidia.com/gpu", 1)
 		if got := n.output(t, "after-restart"); !slices.Contains(got, "/dev/nvidia0") && !slices.Contains(got, "/dev/nvidia3") {
