@@ -395,6 +395,7 @@ func (b *bench) runtime() error {
 			return err
 		}
 		b.r.timed("Runtime, the same, its own work: /bin/true in place of runc, cache warm", "/bin/true with the same arguments", s[4], s[5], 5*time.Millisecond)
+		b.r.timed("Runtime, the same, its own work, cache emptied", "/bin/true with the same arguments", s[4], s[6], 0)
 		b.r.timed("Whole GPU cost at create, cache warm: runtime, hook, mounts, device nodes ("+tc.device+")", "runc create, no device", s[0], s[2], 0)
 		mem, err := rb.memoryJob(b.bin("gpuctk-runtime"))
 		if err != nil {

@@ -131,7 +131,8 @@ func (b *runtimeBundle) delete() error {
 
 // jobs are runc create on the plain and on the injected config,
 // gpuctk-runtime create on the requested one with its cache warm and cold,
-// and both again with /bin/true in place of runc.
+// and /bin/true, then gpuctk-runtime warm and cold, with /bin/true in
+// place of runc.
 func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 	warm, err := b.settings("runc", warmCache)
 	if err != nil {
@@ -145,6 +146,10 @@ func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 	if err != nil {
 		return nil, err
 	}
+	coldTrue, err := b.settings("/bin/true", coldCache)
+	if err != nil {
+		return nil, err
+	}
 	return []job{
 		{name: "runc, no device", prepare: b.prepare(b.plain, warmCache, "runc"), cleanup: b.delete},
 		{name: "runc, injected config", prepare: b.prepare(b.injected, warmCache, "runc"), cleanup: b.delete},
@@ -153,6 +158,7 @@ func (b *runtimeBundle) jobs(runtimeBin string) ([]job, error) {
 		// The runtime's own work without runc's noise: /bin/true as runc.
 		{name: "/bin/true as runc", prepare: b.prepare(b.requested, warmCache, "/bin/true")},
 		{name: "gpuctk-runtime, /bin/true as runc", prepare: b.prepare(b.requested, warmCache, runtimeBin), env: warmTrue},
+		{name: "gpuctk-runtime, /bin/true as runc, cold cache", prepare: b.prepare(b.requested, coldCache, runtimeBin), env: coldTrue},
 	}, nil
 }
 
