@@ -560,7 +560,8 @@ func (p *Plugin) checkWatched(ctx context.Context, now time.Time) {
 			p.armWatchCheck(now, wait)
 			continue
 		}
-		p.log.Warn("the kubelet is not watching the resource: registering it again", "resource", name)
+		// Info: a kubelet that is restarting drops every watch too.
+		p.log.Info("the kubelet is not watching the resource (restarting, or it dropped the plugin's client): registering it again", "resource", name)
 		s.setRegistered(time.Time{})
 		p.pending[name] = true
 		again = true

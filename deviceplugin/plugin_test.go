@@ -1218,7 +1218,7 @@ func TestPlugin_KubeletDroppedWatch(t *testing.T) {
 	if got := k.registered()[2]; got != "nvidia.com/gpu gpuctk-nvidia.com_gpu.sock" {
 		t.Errorf("registered again: %s, want nvidia.com/gpu", got)
 	}
-	if !strings.Contains(log.String(), `msg="the kubelet is not watching the resource: registering it again" resource=nvidia.com/gpu`) {
+	if !strings.Contains(log.String(), `msg="the kubelet is not watching the resource (restarting, or it dropped the plugin's client): registering it again" resource=nvidia.com/gpu`) {
 		t.Errorf("log does not say why:\n%s", log)
 	}
 	time.Sleep(lostGrace + 2*p.watchGrace)
