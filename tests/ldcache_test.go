@@ -258,6 +258,63 @@ func TestRuncLdconfigProcEscape(t *testing.T) {
 	}
 }
 
+// TestRuncHookWithoutState runs real runc containers whose hook is given
+// an empty stdin in place of the OCI state. runc writes the state from a
+// goroutine that waits for Go's scheduler, milliseconds at times, so the
+// hook finds the container itself where it can: runc runs it in the root,
+// and containerd's and Docker's bundles hold the root as their rootfs
+// folder. There the container gets the driver without the state; where
+// the root is kept apart from the bundle, as podman and CRI-O keep it,
+// the hook reads the state, and the empty one fails the container with
+// the hook's reason.
+func TestRuncHookWithoutState(t *testing.T) {
+	fakehost.RequireRoot(t, "runc")
+	lib, err := fakehost.SharedObject("libcuda.so.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		apart bool
+		want  string
+	}{
+		{name: "root in the bundle", want: "libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+		{name: "root apart from the bundle", apart: true, want: "gpuctk-hook setup: reading the OCI state on stdin"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bundle := t.TempDir()
+			rootfs := libcudaRoot(t, bundle, lib)
+			run(t, "ldconfig", "-r", rootfs)
+			if tc.apart {
+				apart := filepath.Join(t.TempDir(), "merged")
+				if err := os.Rename(rootfs, apart); err != nil {
+					t.Fatal(err)
+				}
+				rootfs = apart
+			}
+			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-nostate-", func(spec map[string]any) {
+				spec["process"].(map[string]any)["args"] = []string{"/sbin/ldconfig", "-p"}
+				if tc.apart {
+					spec["root"] = map[string]any{"path": rootfs}
+				}
+				// The same hook, its stdin /dev/null.
+				h := spec["hooks"].(map[string]any)["createContainer"].([]any)[0].(map[string]any)
+				h["args"] = append([]string{"sh", "-c", `exec "$0" "$@" </dev/null`, h["path"].(string)}, h["args"].([]string)[1:]...)
+				h["path"] = "/bin/sh"
+			})
+			if tc.apart && err == nil {
+				t.Fatalf("runc run succeeded with no state for a root apart from its bundle:\n%s", out)
+			}
+			if !tc.apart && err != nil {
+				t.Fatalf("runc run: %v\n%s", err, out)
+			}
+			if !strings.Contains(string(out), tc.want) {
+				t.Errorf("no %q in\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
 // libcudaRoot puts a busybox root in bundle/rootfs with libcuda's
 // library file (the fake lib) where the driver has it, and returns it.
 func libcudaRoot(t *testing.T, bundle, lib string) string {
@@ -269,8 +326,8 @@ func libcudaRoot(t *testing.T, bundle, lib string) string {
 }
 
 // runcWithLibcudaHook runs bundle's container with runc: runc's default
-// config, without a terminal, changed by edit, with the hook linking and
-// caching libcuda as a createContainer hook. The container (its ID
+// config, without a terminal, with the hook linking and caching libcuda
+// as a createContainer hook, changed by edit. The container (its ID
 // idPrefix and the bundle's name) is deleted after; runc's output is
 // returned.
 func runcWithLibcudaHook(t *testing.T, bundle, idPrefix string, edit func(spec map[string]any)) ([]byte, error) {
@@ -282,14 +339,14 @@ func runcWithLibcudaHook(t *testing.T, bundle, idPrefix string, edit func(spec m
 		t.Fatal(err)
 	}
 	spec["process"].(map[string]any)["terminal"] = false
-	edit(spec)
-	spec["hooks"] = map[string]any{"createContainer": []map[string]any{{
+	spec["hooks"] = map[string]any{"createContainer": []any{map[string]any{
 		"path": bin("gpuctk-hook"),
 		"args": []string{"gpuctk-hook", "setup",
 			"--link", "libcuda.so.580.65.06::/usr/lib/x86_64-linux-gnu/libcuda.so.1",
 			"--library", "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
 			"--folder", "/usr/lib/x86_64-linux-gnu"},
 	}}}
+	edit(spec)
 	data, _ = json.Marshal(spec)
 	if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
 		t.Fatal(err)
