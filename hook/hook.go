@@ -26,9 +26,11 @@ type Env struct {
 	// failures there. Runtimes keep a hook's stderr in their log.
 	Debug, Quiet bool
 	state        *state
-	// workDir reports the hook's working directory and whether its
-	// parent is runc's init (bundleFromWorkDir); nil: this process's.
-	workDir func() (dir string, runcInit bool)
+	// workDir and runcInit report the hook's working directory and
+	// whether its parent is runc's init (bundleFromWorkDir); nil: this
+	// process's.
+	workDir  func() string
+	runcInit func() bool
 	// osRoot walks the container root's folders through os.Root, as on
 	// kernels without openat2 (tests).
 	osRoot bool
@@ -143,12 +145,17 @@ const runcInitName = "runc:[2:INIT]"
 // crun writes the state before it waits, and fails the hook if that
 // write fails, so only runc's init is trusted to need no reader.
 func (e *Env) bundleFromWorkDir() (Container, bool) {
-	where := e.workDir
-	if where == nil {
-		where = processWorkDir
+	workDir, runcInit := e.workDir, e.runcInit
+	if workDir == nil {
+		workDir = processWorkDir
 	}
-	dir, runc := where()
-	if !runc || !filepath.IsAbs(dir) || dir == "/" {
+	if runcInit == nil {
+		runcInit = parentIsRuncInit
+	}
+	// The cheap refusals first: outside runc the working directory's
+	// parent seldom has a config.json.
+	dir := workDir()
+	if !filepath.IsAbs(dir) || dir == "/" {
 		return Container{}, false
 	}
 	bundle := filepath.Dir(dir)
@@ -162,38 +169,43 @@ func (e *Env) bundleFromWorkDir() (Container, bool) {
 		e.debugf("the state from stdin: %s/config.json's root %s is not the working directory %s", bundle, c.Root, dir)
 		return Container{}, false
 	}
+	if !runcInit() {
+		e.debugf("the state from stdin: the parent process is not runc's init")
+		return Container{}, false
+	}
 	e.debugf("bundle %s: its root is the working directory, where runc runs the hook; the state on stdin is not read", bundle)
 	e.state = &state{Bundle: bundle}
 	return c, true
 }
 
-// processWorkDir returns the working directory and whether the parent
-// process is runc's init, from the host's procfs (a hook runs before the
-// root is pivoted to, in the container's PID namespace, where its
-// parent's own PID is 1).
-func processWorkDir() (string, bool) {
+// processWorkDir returns the working directory, "" when it has none.
+func processWorkDir() string {
+	dir, err := unix.Getwd()
+	if err != nil {
+		return ""
+	}
+	return dir
+}
+
+// parentIsRuncInit reports whether the parent process is runc's init,
+// from the host's procfs (a hook runs before the root is pivoted to, in
+// the container's PID namespace, where its parent's own PID is 1).
+func parentIsRuncInit() bool {
 	stat, err := readBundleFile("/proc/self/stat", 4096)
 	if err != nil {
-		return "", false
+		return false
 	}
 	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return "", false
+		return false
 	}
 	f := bytes.Fields(stat[i+1:])
 	if len(f) < 2 {
-		return "", false
+		return false
 	}
 	comm, err := readBundleFile("/proc/"+string(f[1])+"/comm", 64)
-	if err != nil || string(bytes.TrimSuffix(comm, []byte("\n"))) != runcInitName {
-		return "", false
-	}
-	dir, err := unix.Getwd()
-	if err != nil {
-		return "", false
-	}
-	return dir, true
+	return err == nil && string(bytes.TrimSuffix(comm, []byte("\n"))) == runcInitName
 }
 
 // containerOf reads a config.json's root.path and, for a container with a

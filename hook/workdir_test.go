@@ -79,7 +79,7 @@ func TestBundleFromWorkDir(t *testing.T) {
 			st, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": stateBundle})
 			stdin := &readRecorder{r: strings.NewReader(string(st))}
 			var stderr bytes.Buffer
-			e := &Env{Stdin: stdin, Stderr: &stderr, Debug: true, workDir: func() (string, bool) { return wd, tc.runc }}
+			e := &Env{Stdin: stdin, Stderr: &stderr, Debug: true, workDir: func() string { return wd }, runcInit: func() bool { return tc.runc }}
 			c, err := e.Container()
 			if err != nil {
 				t.Fatalf("Container: %v\n%s", err, stderr.String())
