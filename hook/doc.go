@@ -2,7 +2,7 @@
 // runs as a createContainer hook (cmd/gpuctk-hook parses its command line):
 // [Setup] finds the container's root file system from the bundle's
 // config.json (the bundle from the OCI state on stdin, or, under runc, from
-// the working directory runc runs the hook in), and does the in-container work the driver's
+// the folders runc works in), and does the in-container work the driver's
 // files need in one invocation: library links (SONAME and .so), the
 // linker cache (with an image's CUDA forward-compatibility libraries
 // first when the spec allows it, compat.go), and a read-only copy of the

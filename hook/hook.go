@@ -26,11 +26,13 @@ type Env struct {
 	// failures there. Runtimes keep a hook's stderr in their log.
 	Debug, Quiet bool
 	state        *state
-	// workDir and runcInit report the hook's working directory and
-	// whether its parent is runc's init (bundleFromWorkDir); nil: this
-	// process's.
-	workDir  func() string
-	runcInit func() bool
+	// ready, workDir and runc report whether the state can be read
+	// from Stdin at once, the hook's working directory, whether its
+	// parent is runc's init and runc's working directory
+	// (bundleFromWorkDir); nil: this process's.
+	ready   func() bool
+	workDir func() string
+	runc    func() (isInit bool, runcDir string)
 	// osRoot walks the container root's folders through os.Root, as on
 	// kernels without openat2 (tests).
 	osRoot bool
@@ -80,8 +82,10 @@ func (e *Env) Container() (Container, error) {
 	// encoding/json's first decode into a struct costs 70 to 100 us of
 	// type tables, twice, at every container start.
 	if e.state == nil {
-		if c, ok := e.bundleFromWorkDir(); ok {
-			return c, nil
+		if !e.stateReady() {
+			if c, ok := e.bundleFromWorkDir(); ok {
+				return c, nil
+			}
 		}
 		data, err := readState(e.Stdin, maxStateSize)
 		if err != nil {
@@ -127,13 +131,16 @@ func bundleContainer(bundle string) (Container, error) {
 const runcInitName = "runc:[2:INIT]"
 
 // bundleFromWorkDir finds the container without the OCI state where runc
-// runs the hook: runc (1.1 and later) runs createContainer hooks from the
-// container's init process, in the root as working directory, and the
-// bundle of containerd, Docker and runc's own default layout holds the
-// root as its rootfs folder. The root's parent is taken for the bundle
-// only when its config.json names this very folder (same device and
-// inode) as the root: podman and CRI-O keep the root elsewhere, and get
-// ok false, as other runtimes do, and the state is then read from stdin.
+// runs the hook. runc (1.1 and later) runs createContainer hooks from the
+// container's init process, in the root as working directory; the init
+// is a child of runc's own process (nsexec clones it with CLONE_PARENT),
+// whose working directory is the bundle (runc moves there before it
+// starts the init). The bundle is the root's parent where containerd and
+// Docker lay it out, else runc's working directory (podman and CRI-O keep
+// the root apart from the bundle), and either is taken only when its
+// config.json names this very folder (same device and inode) as the
+// root. ok is false everywhere else, and the state is then read from
+// stdin. Container asks only when the state is not on stdin yet.
 //
 // Why not always read the state: runc writes it into the hook's stdin
 // from a goroutine of its init process, which runs with one P; the
@@ -145,37 +152,75 @@ const runcInitName = "runc:[2:INIT]"
 // crun writes the state before it waits, and fails the hook if that
 // write fails, so only runc's init is trusted to need no reader.
 func (e *Env) bundleFromWorkDir() (Container, bool) {
-	workDir, runcInit := e.workDir, e.runcInit
+	workDir, runc := e.workDir, e.runc
 	if workDir == nil {
 		workDir = processWorkDir
 	}
-	if runcInit == nil {
-		runcInit = parentIsRuncInit
+	if runc == nil {
+		runc = runcParent
 	}
-	// The cheap refusals first: outside runc the working directory's
-	// parent seldom has a config.json.
 	dir := workDir()
 	if !filepath.IsAbs(dir) || dir == "/" {
 		return Container{}, false
 	}
+	// The root's parent first: a failed open outside runc, where the
+	// procfs reads would cost more.
 	bundle := filepath.Dir(dir)
-	c, err := bundleContainer(bundle)
+	c, err := containerAt(bundle, dir)
 	if err != nil {
-		e.debugf("the state from stdin: no container in %s: %v", bundle, err)
-		return Container{}, false
+		e.debugf("the state from stdin unless runc says otherwise: %v", err)
 	}
-	var root, wd unix.Stat_t
-	if unix.Stat(c.Root, &root) != nil || unix.Stat(dir, &wd) != nil || root.Dev != wd.Dev || root.Ino != wd.Ino {
-		e.debugf("the state from stdin: %s/config.json's root %s is not the working directory %s", bundle, c.Root, dir)
-		return Container{}, false
-	}
-	if !runcInit() {
+	isInit, runcDir := runc()
+	if !isInit {
 		e.debugf("the state from stdin: the parent process is not runc's init")
 		return Container{}, false
 	}
-	e.debugf("bundle %s: its root is the working directory, where runc runs the hook; the state on stdin is not read", bundle)
+	if err != nil {
+		if runcDir == "" {
+			e.debugf("the state from stdin: runc's working directory cannot be read")
+			return Container{}, false
+		}
+		bundle = runcDir
+		if c, err = containerAt(bundle, dir); err != nil {
+			e.debugf("the state from stdin: %v", err)
+			return Container{}, false
+		}
+	}
+	e.debugf("bundle %s: its config.json's root is the working directory runc runs the hook in; the state on stdin is not read", bundle)
 	e.state = &state{Bundle: bundle}
 	return c, true
+}
+
+// stateReady reports whether the OCI state can be read from Stdin without
+// waiting: data, or the end of the pipe, is there (a file always is). A
+// hook's stdin not ready is runc's, whose writer may be milliseconds
+// away (bundleFromWorkDir); other runtimes write the state before the
+// hook gets far.
+func (e *Env) stateReady() bool {
+	if e.ready != nil {
+		return e.ready()
+	}
+	f, ok := e.Stdin.(*os.File)
+	if !ok {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err != nil || n > 0
+}
+
+// containerAt reads the container of bundle, and fails unless its root
+// is the folder dir.
+func containerAt(bundle, dir string) (Container, error) {
+	c, err := bundleContainer(bundle)
+	if err != nil {
+		return c, err
+	}
+	var root, wd unix.Stat_t
+	if unix.Stat(c.Root, &root) != nil || unix.Stat(dir, &wd) != nil || root.Dev != wd.Dev || root.Ino != wd.Ino {
+		return c, fmt.Errorf("bundle %s/config.json's root %s is not the working directory %s", bundle, c.Root, dir)
+	}
+	return c, nil
 }
 
 // processWorkDir returns the working directory, "" when it has none.
@@ -187,25 +232,45 @@ func processWorkDir() string {
 	return dir
 }
 
-// parentIsRuncInit reports whether the parent process is runc's init,
-// from the host's procfs (a hook runs before the root is pivoted to, in
-// the container's PID namespace, where its parent's own PID is 1).
-func parentIsRuncInit() bool {
-	stat, err := readBundleFile("/proc/self/stat", 4096)
+// runcParent reports whether the parent process is runc's init and, if
+// so, the working directory of its parent, runc's own process ("" where
+// it cannot be read, as from inside a user namespace). The PIDs and the
+// name come from the host's procfs, which is still /proc when runc runs
+// createContainer hooks (before the pivot), and gives host PIDs whatever
+// PID namespace the container has.
+func runcParent() (isInit bool, runcDir string) {
+	_, ppid, ok := procStat("/proc/self/stat")
+	if !ok {
+		return false, ""
+	}
+	comm, runcPID, ok := procStat("/proc/" + ppid + "/stat")
+	if !ok || comm != runcInitName {
+		return false, ""
+	}
+	dir, err := os.Readlink("/proc/" + runcPID + "/cwd")
+	if err != nil || !filepath.IsAbs(dir) {
+		return true, ""
+	}
+	return true, dir
+}
+
+// procStat reads a process's name and its parent's PID from its
+// /proc/PID/stat: "pid (comm) state ppid ...", where comm may hold spaces
+// and parentheses.
+func procStat(path string) (comm, ppid string, ok bool) {
+	stat, err := readBundleFile(path, 4096)
 	if err != nil {
-		return false
+		return "", "", false
 	}
-	// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return false
+	open, end := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || end < open {
+		return "", "", false
 	}
-	f := bytes.Fields(stat[i+1:])
+	f := bytes.Fields(stat[end+1:])
 	if len(f) < 2 {
-		return false
+		return "", "", false
 	}
-	comm, err := readBundleFile("/proc/"+string(f[1])+"/comm", 64)
-	return err == nil && string(bytes.TrimSuffix(comm, []byte("\n"))) == runcInitName
+	return string(stat[open+1 : end]), string(f[1]), true
 }
 
 // containerOf reads a config.json's root.path and, for a container with a

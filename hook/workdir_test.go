@@ -3,6 +3,7 @@ package hook
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,10 +21,10 @@ func (r *readRecorder) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-// TestBundleFromWorkDir finds the container from the working directory
-// where runc runs the hook, and reads the OCI state on stdin everywhere
-// else: another runtime, a root kept apart from its bundle (podman,
-// CRI-O), a config.json naming another root.
+// TestBundleFromWorkDir finds the container from the working directories
+// of the hook and of runc where runc runs the hook, and reads the OCI
+// state on stdin everywhere else: another runtime, runc's folder out of
+// reach, a config.json naming another root.
 func TestBundleFromWorkDir(t *testing.T) {
 	// The state on stdin names a bundle of its own, so that which of the
 	// two was used shows in the root found.
@@ -31,55 +32,84 @@ func TestBundleFromWorkDir(t *testing.T) {
 	tests := []struct {
 		name string
 		// layout makes the folders under dir and returns the working
-		// directory and the root expected from it.
-		layout func(t *testing.T, dir string) (wd, root string)
+		// directory, runc's working directory and the root expected.
+		layout func(t *testing.T, dir string) (wd, runcDir, root string)
 		runc   bool
+		// ready: the state is on stdin already.
+		ready bool
 		// fromState: the state was read and the root is its bundle's.
 		fromState bool
 	}{
-		{name: "containerd layout", runc: true, layout: func(t *testing.T, dir string) (string, string) {
-			return bundleIn(t, dir, "rootfs", "rootfs")
+		{name: "state on stdin already", runc: true, ready: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			wd, _ := bundleIn(t, dir, "rootfs", "rootfs")
+			return wd, dir, ""
 		}},
-		{name: "root.path absolute", runc: true, layout: func(t *testing.T, dir string) (string, string) {
-			return bundleIn(t, dir, "rootfs", filepath.Join(dir, "rootfs"))
+		{name: "containerd layout", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			wd, root := bundleIn(t, dir, "rootfs", "rootfs")
+			return wd, "", root
 		}},
-		{name: "not runc", runc: false, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
-			return bundleIn(t, dir, "rootfs", "rootfs")
+		{name: "root.path absolute", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			wd, root := bundleIn(t, dir, "rootfs", filepath.Join(dir, "rootfs"))
+			return wd, "", root
 		}},
-		{name: "root apart from the bundle", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
-			wd := filepath.Join(dir, "overlay", "merged")
-			os.MkdirAll(wd, 0o755)
-			return wd, ""
+		{name: "not runc", runc: false, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			wd, _ := bundleIn(t, dir, "rootfs", "rootfs")
+			return wd, dir, ""
 		}},
-		{name: "config.json naming another root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
+		{name: "podman layout", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			root := filepath.Join(dir, "overlay", "merged")
+			os.MkdirAll(root, 0o755)
+			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
+			return root, filepath.Join(dir, "userdata"), root
+		}},
+		{name: "podman layout, runc's folder unreadable", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			root := filepath.Join(dir, "overlay", "merged")
+			os.MkdirAll(root, 0o755)
+			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
+			return root, "", ""
+		}},
+		{name: "podman layout, runc's folder naming another root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			root := filepath.Join(dir, "overlay", "merged")
+			os.MkdirAll(root, 0o755)
+			bundleIn(t, filepath.Join(dir, "userdata"), "other", "other")
+			return root, filepath.Join(dir, "userdata"), ""
+		}},
+		{name: "podman layout, not runc", runc: false, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			root := filepath.Join(dir, "overlay", "merged")
+			os.MkdirAll(root, 0o755)
+			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
+			return root, filepath.Join(dir, "userdata"), ""
+		}},
+		{name: "config.json naming another root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
 			wd, _ := bundleIn(t, dir, "rootfs", "other")
 			os.Mkdir(filepath.Join(dir, "other"), 0o755)
-			return wd, ""
+			return wd, "", ""
 		}},
-		{name: "config.json naming no root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
+		{name: "config.json naming no root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
 			wd, _ := bundleIn(t, dir, "rootfs", "")
-			return wd, ""
+			return wd, dir, ""
 		}},
-		{name: "config.json a folder", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
+		{name: "config.json a folder", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
 			os.MkdirAll(filepath.Join(dir, "config.json"), 0o755)
 			os.MkdirAll(filepath.Join(dir, "rootfs"), 0o755)
-			return filepath.Join(dir, "rootfs"), ""
+			return filepath.Join(dir, "rootfs"), dir, ""
 		}},
-		{name: "working directory /", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
-			return "/", ""
+		{name: "working directory /", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
+			return "/", dir, ""
 		}},
-		{name: "working directory relative", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string) {
+		{name: "working directory relative", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
 			bundleIn(t, dir, "rootfs", "rootfs")
-			return "rootfs", ""
+			return "rootfs", dir, ""
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wd, want := tc.layout(t, t.TempDir())
+			wd, runcDir, want := tc.layout(t, t.TempDir())
 			st, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": stateBundle})
 			stdin := &readRecorder{r: strings.NewReader(string(st))}
 			var stderr bytes.Buffer
-			e := &Env{Stdin: stdin, Stderr: &stderr, Debug: true, workDir: func() string { return wd }, runcInit: func() bool { return tc.runc }}
+			e := &Env{Stdin: stdin, Stderr: &stderr, Debug: true, ready: func() bool { return tc.ready }, workDir: func() string { return wd },
+				runc: func() (bool, string) { return tc.runc, runcDir }}
 			c, err := e.Container()
 			if err != nil {
 				t.Fatalf("Container: %v\n%s", err, stderr.String())
@@ -95,8 +125,8 @@ func TestBundleFromWorkDir(t *testing.T) {
 }
 
 // bundleIn writes a bundle in dir whose config.json's root.path is
-// rootPath (none when empty), with the folder name in it, and returns that
-// folder.
+// rootPath (none when empty), with the folder name in it (none when
+// empty), and returns that folder twice.
 func bundleIn(t *testing.T, dir, name, rootPath string) (string, string) {
 	t.Helper()
 	folder := filepath.Join(dir, name)
@@ -112,4 +142,69 @@ func bundleIn(t *testing.T, dir, name, rootPath string) (string, string) {
 		t.Fatal(err)
 	}
 	return folder, folder
+}
+
+// TestProcStat reads a process's name and parent from /proc/PID/stat
+// lines, whatever its name holds.
+func TestProcStat(t *testing.T) {
+	for _, tc := range []struct {
+		line, comm, ppid string
+		ok               bool
+	}{
+		{line: "4242 (runc:[2:INIT]) S 4200 4242 4200 0 -1\n", comm: "runc:[2:INIT]", ppid: "4200", ok: true},
+		{line: "7 (a) b (c) R 3 7 7\n", comm: "a) b (c", ppid: "3", ok: true},
+		{line: "7 (x y) S 1\n", comm: "x y", ppid: "1", ok: true},
+		{line: "7 (cut short"},
+		{line: "7 (name) S\n"},
+		{line: ""},
+	} {
+		path := filepath.Join(t.TempDir(), "stat")
+		os.WriteFile(path, []byte(tc.line), 0o644)
+		comm, ppid, ok := procStat(path)
+		if comm != tc.comm || ppid != tc.ppid || ok != tc.ok {
+			t.Errorf("%q: %q %q %v, want %q %q %v", tc.line, comm, ppid, ok, tc.comm, tc.ppid, tc.ok)
+		}
+	}
+	if isInit, _ := runcParent(); isInit {
+		t.Error("runcParent: go test's parent taken for runc's init")
+	}
+}
+
+// TestStateReady tells a stdin the state can be read from at once (data,
+// its end, a file) from one whose writer has not written yet.
+func TestStateReady(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "state.json")
+	os.WriteFile(file, []byte(`{"bundle":"/b"}`), 0o644)
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pipe := func(t *testing.T, data string, closeWriter bool) *os.File {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close(); w.Close() })
+		w.WriteString(data)
+		if closeWriter {
+			w.Close()
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin io.Reader
+		want  bool
+	}{
+		{"a file", f, true},
+		{"a pipe with the state", pipe(t, `{"bundle":"/b"}`, false), true},
+		{"a pipe closed empty", pipe(t, "", true), true},
+		{"a pipe not written yet", pipe(t, "", false), false},
+		{"not a file", strings.NewReader("{}"), true},
+	} {
+		if got := (&Env{Stdin: tc.stdin}).stateReady(); got != tc.want {
+			t.Errorf("%s: ready %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

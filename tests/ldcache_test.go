@@ -258,54 +258,84 @@ func TestRuncLdconfigProcEscape(t *testing.T) {
 	}
 }
 
-// TestRuncHookWithoutState runs real runc containers whose hook is given
-// an empty stdin in place of the OCI state. runc writes the state from a
-// goroutine that waits for Go's scheduler, milliseconds at times, so the
-// hook finds the container itself where it can: runc runs it in the root,
-// and containerd's and Docker's bundles hold the root as their rootfs
-// folder. There the container gets the driver without the state; where
-// the root is kept apart from the bundle, as podman and CRI-O keep it,
-// the hook reads the state, and the empty one fails the container with
-// the hook's reason.
+// TestRuncHookWithoutState runs real runc containers whose hook's stdin
+// is, in place of runc's, a pipe that gives a wrong state (a bundle that
+// does not exist) 2 s later. runc writes the state from a goroutine that
+// waits for Go's scheduler, milliseconds at times, so a hook whose state
+// is not there yet finds the container itself under runc: from the
+// folder runc runs it in (the root) and runc's own (the bundle). The
+// container gets the driver without the state where the root is the
+// bundle's rootfs folder (containerd, Docker) and where it is kept apart
+// (podman, CRI-O). In a user namespace the hook cannot read runc's
+// folder: a root in the bundle is still found, and for one kept apart
+// the hook waits for the state, and the wrong one fails the container
+// with the hook's reason.
 func TestRuncHookWithoutState(t *testing.T) {
 	fakehost.RequireRoot(t, "runc")
+	const mapped = 100000
 	lib, err := fakehost.SharedObject("libcuda.so.1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// runc runs createContainer hooks inside the user namespace, as the
+	// mapped root, which must be able to reach the built binary.
+	os.Chmod(filepath.Dir(bin("gpuctk-hook")), 0o755)
+	const linked = "libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"
 	for _, tc := range []struct {
-		name  string
-		apart bool
-		want  string
+		name          string
+		apart, userns bool
+		want          string
 	}{
-		{name: "root in the bundle", want: "libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"},
-		{name: "root apart from the bundle", apart: true, want: "gpuctk-hook setup: reading the OCI state on stdin"},
+		{name: "root in the bundle", want: linked},
+		{name: "root apart from the bundle", apart: true, want: linked},
+		{name: "root in the bundle, user namespace", userns: true, want: linked},
+		{name: "root apart, user namespace", apart: true, userns: true, want: "gpuctk-hook setup: bundle: open /nonexistent-bundle/config.json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			bundle := t.TempDir()
+			bundle, elsewhere := t.TempDir(), t.TempDir()
 			rootfs := libcudaRoot(t, bundle, lib)
 			run(t, "ldconfig", "-r", rootfs)
 			if tc.apart {
-				apart := filepath.Join(t.TempDir(), "merged")
+				apart := filepath.Join(elsewhere, "merged")
 				if err := os.Rename(rootfs, apart); err != nil {
 					t.Fatal(err)
 				}
 				rootfs = apart
+			}
+			if tc.userns {
+				// The mapped root must reach the bundle and the root:
+				// t.TempDir's folders are 0700 and the host root's.
+				for _, p := range []string{bundle, elsewhere} {
+					for d := p; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+						os.Chmod(d, 0o711)
+					}
+				}
+				run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mapped, mapped), rootfs)
 			}
 			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-nostate-", func(spec map[string]any) {
 				spec["process"].(map[string]any)["args"] = []string{"/sbin/ldconfig", "-p"}
 				if tc.apart {
 					spec["root"] = map[string]any{"path": rootfs}
 				}
-				// The same hook, its stdin /dev/null.
+				if tc.userns {
+					linux := spec["linux"].(map[string]any)
+					linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
+					idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
+					linux["uidMappings"], linux["gidMappings"] = idmap, idmap
+				}
+				// The same hook, exec'd by bash (runc's init stays its
+				// parent), its stdin the late, wrong state. The writer
+				// lets go of the descriptors runc's init leaves to its
+				// hooks (its sync socket, log pipe and exec FIFO): runc
+				// waits for every holder of its log pipe.
 				h := spec["hooks"].(map[string]any)["createContainer"].([]any)[0].(map[string]any)
-				h["args"] = append([]string{"sh", "-c", `exec "$0" "$@" </dev/null`, h["path"].(string)}, h["args"].([]string)[1:]...)
-				h["path"] = "/bin/sh"
+				const late = `exec "$0" "$@" < <(exec 2>/dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-; sleep 2; echo '{"ociVersion":"1.0.2","bundle":"/nonexistent-bundle"}')`
+				h["args"] = append([]string{"bash", "-c", late, h["path"].(string)}, h["args"].([]string)[1:]...)
+				h["path"] = "/bin/bash"
 			})
-			if tc.apart && err == nil {
-				t.Fatalf("runc run succeeded with no state for a root apart from its bundle:\n%s", out)
-			}
-			if !tc.apart && err != nil {
+			if fails := tc.want != linked; fails && err == nil {
+				t.Fatalf("runc run succeeded though the hook could find no state:\n%s", out)
+			} else if !fails && err != nil {
 				t.Fatalf("runc run: %v\n%s", err, out)
 			}
 			if !strings.Contains(string(out), tc.want) {
