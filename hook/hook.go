@@ -75,8 +75,8 @@ func (e *Env) ContainerRoot() (string, error) {
 
 // Container reads the OCI state on stdin (once) and the bundle's
 // config.json: the root path and, for a container with a user namespace,
-// the host IDs of its root. Under runc, where the root is the bundle's
-// rootfs folder, it finds the bundle without the state (bundleFromWorkDir).
+// the host IDs of its root. Under runc, when the state is not on stdin
+// yet, it finds the bundle without it (bundleFromWorkDir).
 func (e *Env) Container() (Container, error) {
 	// Through package jsonobj, which splits members without reflection:
 	// encoding/json's first decode into a struct costs 70 to 100 us of
@@ -163,8 +163,8 @@ func (e *Env) bundleFromWorkDir() (Container, bool) {
 	if !filepath.IsAbs(dir) || dir == "/" {
 		return Container{}, false
 	}
-	// The root's parent first: a failed open outside runc, where the
-	// procfs reads would cost more.
+	// The root's parent first (containerd's layout); runc's folder is
+	// read only where that is not the bundle.
 	bundle := filepath.Dir(dir)
 	c, err := containerAt(bundle, dir)
 	if err != nil {
