@@ -41,52 +41,44 @@ func TestBundleFromWorkDir(t *testing.T) {
 		fromState bool
 	}{
 		{name: "state on stdin already", runc: true, ready: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, _ := bundleIn(t, dir, "rootfs", "rootfs")
+			wd := bundleIn(t, dir, "rootfs", "rootfs")
 			return wd, dir, ""
 		}},
 		{name: "containerd layout", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, root := bundleIn(t, dir, "rootfs", "rootfs")
-			return wd, "", root
+			wd := bundleIn(t, dir, "rootfs", "rootfs")
+			return wd, "", wd
 		}},
 		{name: "root.path absolute", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, root := bundleIn(t, dir, "rootfs", filepath.Join(dir, "rootfs"))
-			return wd, "", root
+			wd := bundleIn(t, dir, "rootfs", filepath.Join(dir, "rootfs"))
+			return wd, "", wd
 		}},
 		{name: "not runc", runc: false, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, _ := bundleIn(t, dir, "rootfs", "rootfs")
+			wd := bundleIn(t, dir, "rootfs", "rootfs")
 			return wd, dir, ""
 		}},
 		{name: "podman layout", runc: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			root := filepath.Join(dir, "overlay", "merged")
-			os.MkdirAll(root, 0o755)
-			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
-			return root, filepath.Join(dir, "userdata"), root
+			root, bundle := podmanLayout(t, dir, true)
+			return root, bundle, root
 		}},
 		{name: "podman layout, runc's folder unreadable", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			root := filepath.Join(dir, "overlay", "merged")
-			os.MkdirAll(root, 0o755)
-			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
+			root, _ := podmanLayout(t, dir, true)
 			return root, "", ""
 		}},
 		{name: "podman layout, runc's folder naming another root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			root := filepath.Join(dir, "overlay", "merged")
-			os.MkdirAll(root, 0o755)
-			bundleIn(t, filepath.Join(dir, "userdata"), "other", "other")
-			return root, filepath.Join(dir, "userdata"), ""
+			root, bundle := podmanLayout(t, dir, false)
+			return root, bundle, ""
 		}},
 		{name: "podman layout, not runc", runc: false, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			root := filepath.Join(dir, "overlay", "merged")
-			os.MkdirAll(root, 0o755)
-			bundleIn(t, filepath.Join(dir, "userdata"), "", root)
-			return root, filepath.Join(dir, "userdata"), ""
+			root, bundle := podmanLayout(t, dir, true)
+			return root, bundle, ""
 		}},
 		{name: "config.json naming another root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, _ := bundleIn(t, dir, "rootfs", "other")
+			wd := bundleIn(t, dir, "rootfs", "other")
 			os.Mkdir(filepath.Join(dir, "other"), 0o755)
 			return wd, "", ""
 		}},
 		{name: "config.json naming no root", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
-			wd, _ := bundleIn(t, dir, "rootfs", "")
+			wd := bundleIn(t, dir, "rootfs", "")
 			return wd, dir, ""
 		}},
 		{name: "config.json a folder", runc: true, fromState: true, layout: func(t *testing.T, dir string) (string, string, string) {
@@ -126,8 +118,8 @@ func TestBundleFromWorkDir(t *testing.T) {
 
 // bundleIn writes a bundle in dir whose config.json's root.path is
 // rootPath (none when empty), with the folder name in it (none when
-// empty), and returns that folder twice.
-func bundleIn(t *testing.T, dir, name, rootPath string) (string, string) {
+// empty), and returns that folder.
+func bundleIn(t *testing.T, dir, name, rootPath string) string {
 	t.Helper()
 	folder := filepath.Join(dir, name)
 	if err := os.MkdirAll(folder, 0o755); err != nil {
@@ -141,7 +133,24 @@ func bundleIn(t *testing.T, dir, name, rootPath string) (string, string) {
 	if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return folder, folder
+	return folder
+}
+
+// podmanLayout makes a root and a bundle apart in dir, as podman lays
+// them out, the bundle's config.json naming that root, or when ownRoot
+// is false a folder of its own, and returns the two.
+func podmanLayout(t *testing.T, dir string, ownRoot bool) (root, bundle string) {
+	t.Helper()
+	root, bundle = filepath.Join(dir, "overlay", "merged"), filepath.Join(dir, "userdata")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if ownRoot {
+		bundleIn(t, bundle, "", root)
+	} else {
+		bundleIn(t, bundle, "other", "other")
+	}
+	return root, bundle
 }
 
 // TestProcStat reads a process's name and parent from /proc/PID/stat

@@ -150,7 +150,6 @@ func TestPodmanLinkerCache(t *testing.T) {
 // as its own, and the cache is readable inside: with an image cache
 // merged into and with none (ldconfig).
 func TestRuncUserNamespace(t *testing.T) {
-	const mapped = 100000
 	lib, err := fakehost.SharedObject("libcuda.so.1")
 	if err != nil {
 		t.Fatal(err)
@@ -163,23 +162,15 @@ func TestRuncUserNamespace(t *testing.T) {
 	for _, withCache := range []bool{true, false} {
 		t.Run(map[bool]string{true: "image cache", false: "no cache"}[withCache], func(t *testing.T) {
 			bundle := t.TempDir()
-			// The mapped root must reach the bundle: t.TempDir's folders
-			// are 0700 and owned by the host's root.
-			for d := bundle; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-				os.Chmod(d, 0o711)
-			}
+			reachableByMappedRoot(bundle)
 			rootfs := libcudaRoot(t, bundle, lib)
 			if withCache {
 				run(t, "ldconfig", "-r", rootfs)
 			}
-			// An image used with a user namespace belongs to the mapped IDs.
-			run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mapped, mapped), rootfs)
+			ownByMappedRoot(t, rootfs)
 			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-userns-", func(spec map[string]any) {
 				spec["process"].(map[string]any)["args"] = []string{"/bin/sh", "-c", script}
-				linux := spec["linux"].(map[string]any)
-				linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
-				idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
-				linux["uidMappings"], linux["gidMappings"] = idmap, idmap
+				withUserNamespace(spec)
 			})
 			if err != nil {
 				t.Fatalf("runc run: %v\n%s", err, out)
@@ -272,7 +263,6 @@ func TestRuncLdconfigProcEscape(t *testing.T) {
 // with the hook's reason.
 func TestRuncHookWithoutState(t *testing.T) {
 	fakehost.RequireRoot(t, "runc")
-	const mapped = 100000
 	lib, err := fakehost.SharedObject("libcuda.so.1")
 	if err != nil {
 		t.Fatal(err)
@@ -303,14 +293,8 @@ func TestRuncHookWithoutState(t *testing.T) {
 				rootfs = apart
 			}
 			if tc.userns {
-				// The mapped root must reach the bundle and the root:
-				// t.TempDir's folders are 0700 and the host root's.
-				for _, p := range []string{bundle, elsewhere} {
-					for d := p; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-						os.Chmod(d, 0o711)
-					}
-				}
-				run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mapped, mapped), rootfs)
+				reachableByMappedRoot(bundle, elsewhere)
+				ownByMappedRoot(t, rootfs)
 			}
 			out, err := runcWithLibcudaHook(t, bundle, "gpuctk-nostate-", func(spec map[string]any) {
 				spec["process"].(map[string]any)["args"] = []string{"/sbin/ldconfig", "-p"}
@@ -318,10 +302,7 @@ func TestRuncHookWithoutState(t *testing.T) {
 					spec["root"] = map[string]any{"path": rootfs}
 				}
 				if tc.userns {
-					linux := spec["linux"].(map[string]any)
-					linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
-					idmap := []map[string]any{{"containerID": 0, "hostID": mapped, "size": 65536}}
-					linux["uidMappings"], linux["gidMappings"] = idmap, idmap
+					withUserNamespace(spec)
 				}
 				// The same hook, exec'd by bash (runc's init stays its
 				// parent), its stdin the late, wrong state. The writer
@@ -343,6 +324,36 @@ func TestRuncHookWithoutState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mappedRoot is the host ID the user-namespace tests map the
+// container's root to.
+const mappedRoot = 100000
+
+// reachableByMappedRoot opens each folder above dirs (up to the temp
+// folder) to the mapped root, which must reach them: t.TempDir's folders
+// are 0700 and the host root's.
+func reachableByMappedRoot(dirs ...string) {
+	for _, p := range dirs {
+		for d := p; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+			os.Chmod(d, 0o711)
+		}
+	}
+}
+
+// ownByMappedRoot gives rootfs to the mapped IDs, as an image used with a
+// user namespace belongs to them.
+func ownByMappedRoot(t *testing.T, rootfs string) {
+	t.Helper()
+	run(t, "chown", "-R", "-h", fmt.Sprintf("%d:%d", mappedRoot, mappedRoot), rootfs)
+}
+
+// withUserNamespace gives spec a user namespace whose root is mappedRoot.
+func withUserNamespace(spec map[string]any) {
+	linux := spec["linux"].(map[string]any)
+	linux["namespaces"] = append(linux["namespaces"].([]any), map[string]any{"type": "user"})
+	idmap := []map[string]any{{"containerID": 0, "hostID": mappedRoot, "size": 65536}}
+	linux["uidMappings"], linux["gidMappings"] = idmap, idmap
 }
 
 // libcudaRoot puts a busybox root in bundle/rootfs with libcuda's
