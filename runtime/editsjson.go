@@ -154,10 +154,13 @@ func (d *jsonDecoder) edits(e *cdispec.ContainerEdits) {
 // decodeSpec decodes the JSON of a whole spec as encoding/json would into
 // a cdispec.Spec, refusing what decodeEdits refuses (an unknown member
 // among them, as DisallowUnknownFields does); ok is false then. devices
-// is about how many devices it lists, to size the list once.
-func decodeSpec(data []byte, devices int) (s *cdispec.Spec, ok bool) {
+// is about how many devices it lists, to size the list once. js holds the
+// JSON of the edits as read, so that a cache entry copies it rather than
+// encoding the edits again.
+func decodeSpec(data []byte, devices int) (s *cdispec.Spec, js *specJSON, ok bool) {
 	d := &jsonDecoder{data: data}
 	s = &cdispec.Spec{}
+	js = &specJSON{}
 	d.object(func(key string) {
 		switch key {
 		case "cdiVersion":
@@ -168,7 +171,9 @@ func decodeSpec(data []byte, devices int) (s *cdispec.Spec, ok bool) {
 			s.Annotations = d.stringMap()
 		case "devices":
 			s.Devices = make([]cdispec.Device, 0, devices)
+			js.devices = make([][]byte, 0, devices)
 			s.Devices = jsonAppend(d, s.Devices, func() (dev cdispec.Device) {
+				var raw []byte
 				d.object(func(key string) {
 					switch key {
 					case "name":
@@ -176,24 +181,45 @@ func decodeSpec(data []byte, devices int) (s *cdispec.Spec, ok bool) {
 					case "annotations":
 						dev.Annotations = d.stringMap()
 					case "containerEdits":
-						d.edits(&dev.ContainerEdits)
+						raw = d.editsJSON(&dev.ContainerEdits)
 					default:
 						d.fail()
 					}
 				})
+				js.devices = append(js.devices, raw)
 				return dev
 			})
 		case "containerEdits":
-			d.edits(&s.ContainerEdits)
+			js.common = d.editsJSON(&s.ContainerEdits)
 		default:
 			d.fail()
 		}
 	})
 	d.space()
-	if d.err || d.i != len(d.data) {
-		return nil, false
+	if d.err || d.i != len(d.data) || len(js.devices) != len(s.Devices) {
+		return nil, nil, false
 	}
-	return s, true
+	return s, js, true
+}
+
+// specJSON is the JSON text of a decoded spec's edits, slices of the data
+// decoded: the spec's own (nil where it has none) and each device's, by
+// index (nil where it has none).
+type specJSON struct {
+	common  []byte
+	devices [][]byte
+}
+
+// editsJSON reads a ContainerEdits object into e, as edits does, and
+// returns its text.
+func (d *jsonDecoder) editsJSON(e *cdispec.ContainerEdits) []byte {
+	d.space()
+	start := d.i
+	d.edits(e)
+	if d.err {
+		return nil
+	}
+	return d.data[start:d.i:d.i]
 }
 
 // stringMap reads an object of strings; null is a nil map.

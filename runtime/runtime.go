@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/capability"
@@ -489,17 +489,19 @@ func (r *Runtime) resolveAll(dirs []string) ([]byte, error) {
 // alone, in the YAML gpuctk writes (see gpuctkSpec); an error when the
 // library must read them.
 func GpuctkEntry(dirs []string) ([]byte, error) {
-	s, same, err := gpuctkSpec(dirs)
+	s, js, err := gpuctkSpec(dirs)
 	if err != nil {
 		return nil, err
 	}
-	common, devices := specEntries(s, same)
-	names := slices.Sorted(maps.Keys(devices))
-	list := make([]cdientry.Device, len(names))
-	for i, name := range names {
-		list[i] = cdientry.Device{Name: name, Edits: devices[name]}
+	// The edits go in as read: their JSON, not encoded again.
+	vendor, class := parser.ParseQualifier(s.Kind)
+	list := make([]cdientry.Device, len(s.Devices))
+	for i := range s.Devices {
+		list[i] = cdientry.Device{Name: parser.QualifiedName(vendor, class, s.Devices[i].Name),
+			Edits: &s.Devices[i].ContainerEdits, JSON: js.devices[i]}
 	}
-	return cdientry.Encode(nil, []cdientry.Spec{{Kind: s.Kind, Edits: common}}, list)
+	slices.SortFunc(list, func(a, b cdientry.Device) int { return strings.Compare(a.Name, b.Name) })
+	return cdientry.Encode(nil, []cdientry.Spec{{Kind: s.Kind, Edits: &s.ContainerEdits, JSON: js.common}}, list)
 }
 
 // capabilityNames lists the capabilities beyond compute and utility.

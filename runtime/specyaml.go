@@ -32,10 +32,10 @@ const gpuctkMarker = "# Written by gpuctk.\n---\n"
 var errNotOurs = errors.New("not a spec in gpuctk's YAML subset")
 
 // gpuctkSpec returns the one spec of the spec dirs when it is a YAML spec
-// gpuctk wrote and valid as the library checks it, with its devices that
-// share edits (see parseGpuctkYAML); an error when the library must read
-// the dirs.
-func gpuctkSpec(dirs []string) (*cdispec.Spec, map[int]int, error) {
+// gpuctk wrote and valid as the library checks it, with the JSON of its
+// edits (see parseGpuctkYAML); an error when the library must read the
+// dirs.
+func gpuctkSpec(dirs []string) (*cdispec.Spec, *specJSON, error) {
 	var path string
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
@@ -67,14 +67,14 @@ func gpuctkSpec(dirs []string) (*cdispec.Spec, map[int]int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	spec, same, err := parseGpuctkYAML(data)
+	spec, js, err := parseGpuctkYAML(data)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := validateSpec(spec); err != nil {
 		return nil, nil, err
 	}
-	return spec, same, nil
+	return spec, js, nil
 }
 
 // validateSpec checks what the library's newSpec checks of a spec without
@@ -133,9 +133,9 @@ var yamlKeys = func() map[string]uint32 {
 }()
 
 // parseGpuctkYAML reads a spec in the YAML subset gpuctk writes, by
-// turning it into JSON, then decoding that strictly. same maps each device
-// whose edits are an alias to the device that holds them.
-func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, same map[int]int, err error) {
+// turning it into JSON, then decoding that strictly. js is the JSON of the
+// edits: a device whose edits are an alias has the anchor's.
+func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, js *specJSON, err error) {
 	body, ok := bytes.CutPrefix(data, []byte(gpuctkMarker))
 	if !ok || !utf8.Valid(body) || len(body) == 0 || body[len(body)-1] != '\n' {
 		return nil, nil, errNotOurs
@@ -160,14 +160,15 @@ func parseGpuctkYAML(data []byte) (spec *cdispec.Spec, same map[int]int, err err
 	}
 	// Without encoding/json: its reflection, and its type tables built
 	// in each fresh process, took most of a first create's resolving.
-	s, ok := decodeSpec(out, p.device+1)
+	s, js, ok := decodeSpec(out, p.device+1)
 	if !ok {
 		return nil, nil, errNotOurs
 	}
 	for i, a := range p.same {
 		s.Devices[i].ContainerEdits = s.Devices[a].ContainerEdits
+		js.devices[i] = js.devices[a]
 	}
-	return s, p.same, nil
+	return s, js, nil
 }
 
 type yamlLine struct {
@@ -374,20 +375,4 @@ func scalar(v []byte) ([]byte, error) {
 		}
 	}
 	return v, nil
-}
-
-// specEntries returns the edits of a spec, for the cache entry: every
-// device by qualified name (those that share edits, the same pointer),
-// with the spec's own edits.
-func specEntries(s *cdispec.Spec, same map[int]int) (common *cdispec.ContainerEdits, devices map[string]*cdispec.ContainerEdits) {
-	vendor, class := parser.ParseQualifier(s.Kind)
-	devices = make(map[string]*cdispec.ContainerEdits, len(s.Devices))
-	for i := range s.Devices {
-		j := i
-		if a, ok := same[i]; ok {
-			j = a
-		}
-		devices[parser.QualifiedName(vendor, class, s.Devices[i].Name)] = &s.Devices[j].ContainerEdits
-	}
-	return &s.ContainerEdits, devices
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // gpuctkSpecs are the specs gpuctk writes for the embedded profiles (the
@@ -62,17 +63,50 @@ func TestGpuctkYAMLAsLibrary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, _, err := parseGpuctkYAML(data)
+			got, js, err := parseGpuctkYAML(data)
 			if err != nil {
 				t.Fatalf("parseGpuctkYAML: %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("parseGpuctkYAML differs from the library:\n%+v\nwant\n%+v", got, want)
 			}
+			checkSpecJSON(t, got, js)
 			if err := validateSpec(got); err != nil {
 				t.Errorf("validateSpec: %v", err)
 			}
 		})
+	}
+}
+
+// checkSpecJSON: the JSON parseGpuctkYAML keeps of each edits, which a
+// cache entry holds as it is, reads back as those edits and fits on an
+// entry's line.
+func checkSpecJSON(t *testing.T, s *cdispec.Spec, js *specJSON) {
+	t.Helper()
+	if len(js.devices) != len(s.Devices) {
+		t.Fatalf("the JSON of %d devices' edits, for %d devices", len(js.devices), len(s.Devices))
+	}
+	check := func(what string, raw []byte, want *cdispec.ContainerEdits) {
+		if raw == nil {
+			if !reflect.DeepEqual(want, &cdispec.ContainerEdits{}) {
+				t.Fatalf("%s: edits without their JSON", what)
+			}
+			return
+		}
+		if bytes.ContainsAny(raw, "\t\n") {
+			t.Fatalf("%s: the JSON %q has a tab or newline", what, raw)
+		}
+		got, err := decodeEdits(raw)
+		if err != nil {
+			t.Fatalf("%s: the JSON %q does not read back: %v", what, raw, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: the JSON %q reads back as\n%+v\nnot\n%+v", what, raw, got, want)
+		}
+	}
+	check("the spec's edits", js.common, &s.ContainerEdits)
+	for i := range s.Devices {
+		check("device "+s.Devices[i].Name, js.devices[i], &s.Devices[i].ContainerEdits)
 	}
 }
 
@@ -167,10 +201,11 @@ func FuzzGpuctkYAML(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, _, err := parseGpuctkYAML(data)
+		got, js, err := parseGpuctkYAML(data)
 		if err != nil {
 			return
 		}
+		checkSpecJSON(t, got, js)
 		want, err := cdi.ParseSpec(data)
 		if err != nil {
 			t.Fatalf("parseGpuctkYAML took what the library refuses (%v):\n%q", err, data)

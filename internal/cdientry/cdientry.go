@@ -30,6 +30,10 @@ const (
 type Spec struct {
 	Kind  string
 	Edits *cdispec.ContainerEdits
+	// JSON, where not nil, is Edits encoded already: JSON that decodes
+	// to Edits as AppendEdits' does, without a tab or newline. Encode
+	// copies it instead of encoding Edits.
+	JSON []byte
 }
 
 // Device is one device of an entry: its qualified name, the
@@ -38,6 +42,7 @@ type Device struct {
 	Name  string
 	Spec  int
 	Edits *cdispec.ContainerEdits
+	JSON  []byte // as Spec.JSON
 }
 
 // Entry encodes a cache entry: the specs' load errors, the specs (every
@@ -51,21 +56,29 @@ func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
 	// fresh process, where memory grown by doubling costs a page fault
 	// per 4 KiB.
 	encoded := map[*cdispec.ContainerEdits][]byte{}
+	deviceEdits := make([][]byte, len(devices))
 	size := len(Head) + len(End)
 	var arena []byte // the encodings, one after the other
-	for _, d := range devices {
+	for i, d := range devices {
 		js, ok := encoded[d.Edits]
+		if d.JSON != nil {
+			js, ok = d.JSON, true
+		}
 		if !ok {
 			start := len(arena)
 			arena = AppendEdits(arena, d.Edits)
 			js = arena[start:len(arena):len(arena)]
 			encoded[d.Edits] = js
 		}
+		deviceEdits[i] = js
 		size += len("device\t\t\t\n") + len(d.Name) + 4 + len(js)
 	}
 	specEdits := make([][]byte, len(specs))
 	for i, s := range specs {
-		specEdits[i] = AppendEdits(nil, s.Edits)
+		specEdits[i] = s.JSON
+		if s.JSON == nil {
+			specEdits[i] = AppendEdits(nil, s.Edits)
+		}
 		size += 32 + len(s.Kind) + len(specEdits[i])
 	}
 	for _, msg := range errs {
@@ -83,14 +96,13 @@ func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
 		b = append(strconv.AppendInt(append(b, "spec\t"...), int64(id), 10), '\t')
 		b = append(append(append(append(b, s.Kind...), '\t'), specEdits[id]...), '\n')
 	}
-	for _, d := range devices {
+	for i, d := range devices {
 		if strings.ContainsAny(d.Name, "\t\n") {
 			return nil, fmt.Errorf("device name %q: not cached", d.Name)
 		}
-		js := encoded[d.Edits]
 		b = append(append(b, "device\t"...), d.Name...)
 		b = append(strconv.AppendInt(append(b, '\t'), int64(d.Spec), 10), '\t')
-		b = append(append(b, js...), '\n')
+		b = append(append(b, deviceEdits[i]...), '\n')
 	}
 	return append(b, "end\n"...), nil
 }

@@ -117,6 +117,16 @@ func TestEncode(t *testing.T) {
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Errorf("Encode differs from the format's reference encoding:\n%.2000s\nwant\n%.2000s", got, want.Bytes())
 	}
+	// Edits given as JSON already go in as given, beside others encoded.
+	edits := &cdispec.ContainerEdits{Env: []string{"A=1"}}
+	got, err = Encode(nil, []Spec{{Kind: "v/c", Edits: edits, JSON: []byte(`{"env":["S=1"]}`)}},
+		[]Device{{Name: "v/c=0", Edits: edits, JSON: []byte(`{"env":["B=2"]}`)}, {Name: "v/c=1", Edits: edits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Head + "spec\t0\tv/c\t{\"env\":[\"S=1\"]}\ndevice\tv/c=0\t0\t{\"env\":[\"B=2\"]}\ndevice\tv/c=1\t0\t{\"env\":[\"A=1\"]}\nend\n"; string(got) != want {
+		t.Errorf("Encode with JSON given:\n%s\nwant\n%s", got, want)
+	}
 	if _, err := Encode(nil, nil, []Device{{Name: "a\tb"}}); err == nil {
 		t.Error("a device name with a tab was encoded")
 	}

@@ -326,7 +326,9 @@ func (b *bench) runtime() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(cacheBase)
+	if !b.o.keep {
+		defer os.RemoveAll(cacheBase)
+	}
 	vendor := fmt.Sprintf("gpuctk-bench-%d.example.com", os.Getpid())
 	for _, tc := range []struct {
 		label, sharing, device string
@@ -380,17 +382,17 @@ func (b *bench) runtime() error {
 		if err != nil {
 			return err
 		}
-		// The target row's two jobs again, alone, for three times as many
+		// The target rows' jobs again, alone, for three times as many
 		// pairs more (300 at the default -runs):
 		// runc create's noise leaves 100 pairs a confidence interval some
 		// 4 ms wide, too wide to tell 3 ms from 5.
-		b.step("timing: runtime, %s, the target's pairs again", spec)
-		more, err := interleave(3*runtimeRuns(b.o), 0, jobs[1], jobs[2])
+		b.step("timing: runtime, %s, the targets' pairs again", spec)
+		more, err := interleave(3*runtimeRuns(b.o), 0, jobs[1], jobs[2], jobs[3])
 		if err != nil {
 			return err
 		}
 		b.r.timed(label, "runc create on the config gpuctk-runtime writes", s[1].join(more[0]), s[2].join(more[1]), tc.target)
-		b.r.timed("Runtime, create, the same, first create after a spec change gpuctk did not make (cache emptied)", "runc create on the config gpuctk-runtime writes", s[1], s[3], 5*time.Millisecond)
+		b.r.timed("Runtime, create, the same, first create after a spec change gpuctk did not make (cache emptied)", "runc create on the config gpuctk-runtime writes", s[1].join(more[0]), s[3].join(more[2]), 5*time.Millisecond)
 		if err := b.afterGenerate(tc.device, tc.sharing, vendor, cacheBase, root); err != nil {
 			return err
 		}

@@ -236,8 +236,9 @@ next, for a plain symlink loop as much as for the hook (the figure measured just
 rows is given with the machine). The tmpfs rows give the hook's own cost.
 Runtime rows time "create" of a busybox container with the real runc
 (deleted after each run, untimed), %d runs each, as a runc create varies
-by several milliseconds from run to run; the warm-cache rows with a
-target take %d (%d more rounds of just that pair and its baseline); the spec is a standard driver
+by several milliseconds from run to run; the warm-cache and
+emptied-cache creates take %d (%d more rounds of just those and their
+baseline); the spec is a standard driver
 install's with its mounts pointed at stand-in files. The bundle, runc's
 state and gpuctk-runtime's cache of resolved devices are on tmpfs, where
 containerd and CRI-O keep them (/run), and so is the container's root:
