@@ -34,7 +34,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "hook,runtime,generate,plugin", "sections to run, in this order")
 	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
 	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) to look into")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) and the tmpfs one under /dev/shm (gpuctk-bench-*) to look into")
 	flag.Parse()
 	if err := run(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -185,7 +185,9 @@ func (b *bench) hook() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(shm)
+	if !b.o.keep {
+		defer os.RemoveAll(shm)
+	}
 	smallTmpfs, err := newHookRoot(shm, "small", fakehost.WithGlibc, call)
 	if err != nil {
 		return err
