@@ -73,6 +73,34 @@ func TestSetupDriverFiles(t *testing.T) {
 		{name: "image has a folder there", plant: func(t *testing.T, root string) {
 			os.MkdirAll(filepath.Join(root, "usr/bin/nvidia-smi"), 0o755)
 		}, fails: "driver file /usr/bin/nvidia-smi: the image has a folder there"},
+		// usr-merged images: /lib is a link to usr/lib, and the firmware
+		// folders are made there.
+		{name: "firmware folders made through the image's /lib link", plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "usr/lib"), 0o755)
+			os.RemoveAll(filepath.Join(root, "lib"))
+			os.Symlink("usr/lib", filepath.Join(root, "lib"))
+		}},
+		{name: "firmware folders made through the image's /lib link, without openat2", osRoot: true, plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "usr/lib"), 0o755)
+			os.RemoveAll(filepath.Join(root, "lib"))
+			os.Symlink("usr/lib", filepath.Join(root, "lib"))
+		}},
+		{name: "a file where a folder goes", plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "lib"), 0o755)
+			os.WriteFile(filepath.Join(root, "lib/firmware"), []byte("image's"), 0o644)
+		}, fails: "not a directory"},
+		{name: "a file where a folder goes, without openat2", osRoot: true, plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "lib"), 0o755)
+			os.WriteFile(filepath.Join(root, "lib/firmware"), []byte("image's"), 0o644)
+		}, fails: "not a directory"},
+		{name: "a dangling link where a folder goes", plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "lib"), 0o755)
+			os.Symlink("nowhere", filepath.Join(root, "lib/firmware"))
+		}, fails: "lib/firmware"},
+		{name: "a dangling link where a folder goes, without openat2", osRoot: true, plant: func(t *testing.T, root string) {
+			os.MkdirAll(filepath.Join(root, "lib"), 0o755)
+			os.Symlink("nowhere", filepath.Join(root, "lib/firmware"))
+		}, fails: "lib/firmware"},
 		{name: "program folder links out of the root", plant: func(t *testing.T, root string) {
 			os.Symlink(outside, filepath.Join(root, "usr/bin"))
 		}, fails: "escapes"},

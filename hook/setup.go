@@ -380,22 +380,73 @@ func modePresent(mode uint32, dir bool) bool {
 
 // mkdirs makes the folders of dir that the container lacks (the by-path
 // folder under /dev/dri, gbm/ in the library folder), inside the root and
-// the container's own.
+// the container's own. Each is made in its parent (the deepest folder of
+// dir that is there, opened inside the root by folder), then opened there
+// without following a link: a call or two a folder, where os.Root walks
+// the path from the root again for each look, make and chown (the way
+// left where openat2 is missing). Anything in the way but a missing
+// folder is left for the link itself to fail on.
 func (s *setup) mkdirs(dir string) error {
-	if _, err := s.folder(strings.TrimPrefix(path.Clean(dir), "/")); err == nil {
+	rel := strings.TrimPrefix(path.Clean(dir), "/")
+	if _, err := s.folder(rel); err == nil {
 		return nil // there already, as for most links
 	}
-	rel := ""
-	for _, part := range strings.Split(strings.TrimPrefix(path.Clean(dir), "/"), "/") {
-		rel = path.Join(rel, part)
-		if _, err := s.root.Lstat(rel); !errors.Is(err, fs.ErrNotExist) {
+	if s.slowFolders {
+		return s.mkdirsRoot(rel)
+	}
+	parts := strings.Split(rel, "/")
+	n := len(parts)
+	parent := dirFD(s.rootFD)
+	for ; n > 0; n-- {
+		d, err := s.folder(path.Join(parts[:n]...))
+		if err == nil {
+			parent = d.(dirFD)
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+	}
+	for i := n; i < len(parts); i++ {
+		made := path.Join(parts[:i+1]...)
+		err := unix.Mkdirat(int(parent), parts[i], 0o755)
+		switch {
+		case err == nil:
+			s.missing = nil // folders found missing may be there now
+			if s.c.UID != 0 || s.c.GID != 0 {
+				if err := unix.Fchownat(int(parent), parts[i], s.c.UID, s.c.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+					return fmt.Errorf("/%s: give it to the container's root (%d:%d): %w", made, s.c.UID, s.c.GID, err)
+				}
+			}
+		case !errors.Is(err, unix.EEXIST):
+			return &fs.PathError{Op: "mkdir", Path: "/" + made, Err: err}
+		}
+		fd, err := unix.Openat(int(parent), parts[i], unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return &fs.PathError{Op: "open", Path: "/" + made, Err: err}
+		}
+		parent = dirFD(fd)
+		if s.folders == nil {
+			s.folders = map[string]folder{}
+		}
+		s.folders[made] = parent
+	}
+	return nil
+}
+
+// mkdirsRoot is mkdirs through os.Root.
+func (s *setup) mkdirsRoot(rel string) error {
+	dir := ""
+	for _, part := range strings.Split(rel, "/") {
+		dir = path.Join(dir, part)
+		if _, err := s.root.Lstat(dir); !errors.Is(err, fs.ErrNotExist) {
 			continue // there; anything else fails the link itself
 		}
-		if err := s.root.Mkdir(rel, 0o755); err != nil {
+		if err := s.root.Mkdir(dir, 0o755); err != nil {
 			return err
 		}
 		s.missing = nil // folders found missing may be there now
-		if err := s.chown(rel); err != nil {
+		if err := s.chown(dir); err != nil {
 			return err
 		}
 	}

@@ -20,11 +20,13 @@ func TestSetupUserNamespace(t *testing.T) {
 	}
 	const uid, gid = 100000, 200000
 	for _, tc := range []struct {
-		name  string
-		plant func(t *testing.T, root string)
+		name   string
+		plant  func(t *testing.T, root string)
+		osRoot bool
 	}{
-		{"merge into the image's cache", func(t *testing.T, root string) { imageCache(t, root) }},
-		{"ldconfig, no /etc in the image", func(t *testing.T, root string) { os.RemoveAll(filepath.Join(root, "etc")) }},
+		{"merge into the image's cache", func(t *testing.T, root string) { imageCache(t, root) }, false},
+		{"merge into the image's cache, without openat2", func(t *testing.T, root string) { imageCache(t, root) }, true},
+		{"ldconfig, no /etc in the image", func(t *testing.T, root string) { os.RemoveAll(filepath.Join(root, "etc")) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, root := bundle(t)
@@ -34,11 +36,13 @@ func TestSetupUserNamespace(t *testing.T) {
 				"gidMappings": []map[string]any{{"containerID": 0, "hostID": gid, "size": 65536}},
 			}})
 			os.WriteFile(filepath.Join(b, "config.json"), cfg, 0o644)
-			args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1", "--library", libDir+"/libcuda.so")
-			if code, stderr := runHook(t, b, args...); code != 0 {
+			// A link in folders the image lacks: the hook makes them.
+			args := append(append([]string{}, setupArgs...), "--library", libDir+"/libcuda.so.1", "--library", libDir+"/libcuda.so",
+				"--link", "../../libcuda.so.580.65.06::"+libDir+"/made/deeper/libcuda.so.1")
+			if code, stderr := runHookWith(t, tc.osRoot, b, args...); code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			for _, p := range []string{libDir + "/libcuda.so.1", libDir + "/libcuda.so", "etc/ld.so.cache"} {
+			for _, p := range []string{libDir + "/libcuda.so.1", libDir + "/libcuda.so", "etc/ld.so.cache", libDir + "/made", libDir + "/made/deeper", libDir + "/made/deeper/libcuda.so.1"} {
 				var st syscall.Stat_t
 				if err := syscall.Lstat(filepath.Join(root, p), &st); err != nil {
 					t.Fatal(err)
@@ -50,7 +54,7 @@ func TestSetupUserNamespace(t *testing.T) {
 					t.Errorf("/etc/ld.so.cache has mode %o, want 644", st.Mode&0o777)
 				}
 			}
-			if tc.name != "merge into the image's cache" {
+			if !strings.HasPrefix(tc.name, "merge into the image's cache") {
 				var st syscall.Stat_t
 				if err := syscall.Lstat(filepath.Join(root, "etc"), &st); err != nil || st.Uid != uid {
 					t.Errorf("/etc the hook made is owned by %d (%v), want %d", st.Uid, err, uid)
