@@ -400,7 +400,11 @@ func (s *setup) mkdirs(dir string) error {
 	for ; n > 0; n-- {
 		d, err := s.folder(path.Join(parts[:n]...))
 		if err == nil {
-			parent = d.(dirFD)
+			fd, ok := d.(dirFD)
+			if !ok { // openat2 refused since: os.Root's way
+				return s.mkdirsRoot(rel)
+			}
+			parent = fd
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
