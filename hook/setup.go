@@ -417,10 +417,8 @@ func (s *setup) mkdirs(dir string) error {
 		switch {
 		case err == nil:
 			s.missing = nil // folders found missing may be there now
-			if s.c.UID != 0 || s.c.GID != 0 {
-				if err := unix.Fchownat(int(parent), parts[i], s.c.UID, s.c.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-					return fmt.Errorf("/%s: give it to the container's root (%d:%d): %w", made, s.c.UID, s.c.GID, err)
-				}
+			if err := s.chown(made); err != nil {
+				return err
 			}
 		case !errors.Is(err, unix.EEXIST):
 			return &fs.PathError{Op: "mkdir", Path: "/" + made, Err: err}
@@ -533,7 +531,18 @@ func (s *setup) chown(rel string) error {
 	if s.c.UID == 0 && s.c.GID == 0 {
 		return nil
 	}
-	if err := s.root.Lchown(rel, s.c.UID, s.c.GID); err != nil {
+	// In its folder where that is open already (mkdirs and the links
+	// opened it), not following a link; else through os.Root.
+	var err error
+	dir, name := path.Split(rel)
+	if d, ok := s.folders[strings.TrimSuffix(dir, "/")].(dirFD); ok {
+		if err = unix.Fchownat(int(d), name, s.c.UID, s.c.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			err = &fs.PathError{Op: "lchown", Path: rel, Err: err}
+		}
+	} else {
+		err = s.root.Lchown(rel, s.c.UID, s.c.GID)
+	}
+	if err != nil {
 		return fmt.Errorf("/%s: give it to the container's root (%d:%d): %w", rel, s.c.UID, s.c.GID, err)
 	}
 	return nil

@@ -60,9 +60,9 @@ func Encode(errs []string, specs []Spec, devices []Device) ([]byte, error) {
 	size := len(Head) + len(End)
 	var arena []byte // the encodings, one after the other
 	for i, d := range devices {
-		js, ok := encoded[d.Edits]
-		if d.JSON != nil {
-			js, ok = d.JSON, true
+		js, ok := d.JSON, d.JSON != nil
+		if !ok {
+			js, ok = encoded[d.Edits]
 		}
 		if !ok {
 			start := len(arena)
