@@ -275,13 +275,16 @@ func (f *Files) useFolder(dir string, files []gathered) {
 	moved := map[*specs.Mount]bool{}
 	var groups []string // of each base, in the order found
 	byBase := map[string][]string{}
+	at := inPlace(f.Version, files)
 	for _, g := range files {
 		moved[g.m] = true
 		if !slices.Contains(groups, g.group) {
 			groups = append(groups, g.group)
 			byBase[g.base] = append(byBase[g.base], g.group)
 		}
-		f.Linked = append(f.Linked, LinkedFile{Target: path.Join(FolderMounts, g.group, g.name), Path: path.Clean(g.m.ContainerPath)})
+		if at[g.group] == "" {
+			f.Linked = append(f.Linked, LinkedFile{Target: path.Join(FolderMounts, g.group, g.name), Path: path.Clean(g.m.ContainerPath)})
+		}
 	}
 	rest := func(base string, mounts []*specs.Mount) []*specs.Mount {
 		if len(byBase[base]) == 0 {
@@ -293,7 +296,11 @@ func (f *Files) useFolder(dir string, files []gathered) {
 			if g != base {
 				opts = dataFolderMountOptions
 			}
-			out = append(out, &specs.Mount{HostPath: filepath.Join(dir, g), ContainerPath: path.Join(FolderMounts, g), Options: opts})
+			where := at[g]
+			if where == "" {
+				where = path.Join(FolderMounts, g)
+			}
+			out = append(out, &specs.Mount{HostPath: filepath.Join(dir, g), ContainerPath: where, Options: opts})
 		}
 		for _, m := range mounts {
 			if !moved[m] {
@@ -308,6 +315,33 @@ func (f *Files) useFolder(dir string, files []gathered) {
 			f.CapabilityMounts[c] = rest(string(c), m)
 		}
 	}
+}
+
+// inPlace returns, by group, the folder a container sees the group's sub-folder
+// mounted at instead of under FolderMounts: the one folder its files all
+// sit in, under their own names, when that folder is named for the driver
+// version (the GSP firmware's /lib/firmware/nvidia/580.65.06). No image
+// has files of its own there to hide, and the container sees the files
+// where the host has them, as with a mount per file, with no link for the
+// hook to make: each new name in a container's root is an inode in its
+// overlay's upper layer, which on a disk with many recent deletions costs
+// a container start more than the mount.
+func inPlace(version string, files []gathered) map[string]string {
+	at := map[string]string{}
+	for _, g := range files {
+		dir, name := path.Split(path.Clean(g.m.ContainerPath))
+		dir = path.Clean(dir)
+		if have, seen := at[g.group]; seen && have != dir || name != g.name || version == "" || path.Base(dir) != version {
+			dir = ""
+		}
+		at[g.group] = dir
+	}
+	for g, dir := range at {
+		if dir == "" {
+			delete(at, g)
+		}
+	}
+	return at
 }
 
 // PruneFolders removes the folders under driverRoot's FolderStore of

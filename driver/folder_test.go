@@ -131,15 +131,17 @@ func TestGather(t *testing.T) {
 	if !strings.HasPrefix(dir, filepath.Join(root, FolderStore, "580.65.06-")) {
 		t.Fatalf("folder %s: want one of driver 580.65.06 in %s", dir, FolderStore)
 	}
-	// The link and the socket stay mounted; the rest is one folder mount.
-	want := []string{"/usr/lib/gpuctk/core", "/usr/lib/gpuctk/firmware", lib + "libnvidia-cfg.so.580.65.06", "/run/nvidia-persistenced/socket"}
+	// The link and the socket stay mounted; the rest is one folder mount
+	// a group, the firmware's at its own folder, named for the version.
+	want := []string{"/usr/lib/gpuctk/core", "/lib/firmware/nvidia/580.65.06", lib + "libnvidia-cfg.so.580.65.06", "/run/nvidia-persistenced/socket"}
 	if got := mountPaths(f.Mounts); !reflect.DeepEqual(got, want) {
 		t.Errorf("common mounts = %q\nwant %q", got, want)
 	}
 	if m := f.Mounts[0]; m.HostPath != filepath.Join(dir, "core") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,bind" {
 		t.Errorf("folder mount = %+v", m)
 	}
-	// The firmware, mounted noexec, is in a folder mounted noexec.
+	// The firmware, mounted noexec, is in a folder mounted noexec, where
+	// the host has it: no link for the hook to make.
 	if m := f.Mounts[1]; m.HostPath != filepath.Join(dir, "firmware") || strings.Join(m.Options, ",") != "ro,nosuid,nodev,noexec,bind" {
 		t.Errorf("data folder mount = %+v", m)
 	}
@@ -155,7 +157,6 @@ func TestGather(t *testing.T) {
 		"/usr/lib/gpuctk/core/libcuda.so.580.65.06::" + lib + "libcuda.so.580.65.06",
 		"/usr/lib/gpuctk/core/libnvidia-ml.so.580.65.06::" + lib + "libnvidia-ml.so.580.65.06",
 		"/usr/lib/gpuctk/core/nvidia-smi::/usr/bin/nvidia-smi",
-		"/usr/lib/gpuctk/firmware/gsp_ga10x.bin::/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin",
 		"/usr/lib/gpuctk/graphics/libGLX_nvidia.so.580.65.06::" + lib + "libGLX_nvidia.so.580.65.06",
 		"/usr/lib/gpuctk/graphics/nvidia_icd.json::/usr/share/vulkan/icd.d/nvidia_icd.json",
 		"/usr/lib/gpuctk/graphics/2-nvidia_icd.json::/usr/share/vulkansc/icd.d/nvidia_icd.json",
@@ -289,5 +290,49 @@ func TestPruneFolders(t *testing.T) {
 	}
 	if err := PruneFolders(t.TempDir(), "x"); err != nil {
 		t.Errorf("no store: %v", err)
+	}
+}
+
+// TestInPlace: a group is mounted where its files are only when they all
+// sit, under their own names, in one folder named for the driver version.
+func TestInPlace(t *testing.T) {
+	file := func(group, name, containerPath string) gathered {
+		return gathered{group: group, name: name, m: &specs.Mount{ContainerPath: containerPath}}
+	}
+	const fw = "/lib/firmware/nvidia/580.65.06/"
+	for _, tc := range []struct {
+		name    string
+		version string
+		files   []gathered
+		want    map[string]string
+	}{
+		{"firmware", "580.65.06", []gathered{
+			file("core", "libcuda.so.580.65.06", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"),
+			file("firmware", "gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+			file("firmware", "gsp_tu10x.bin", fw+"gsp_tu10x.bin"),
+		}, map[string]string{"firmware": "/lib/firmware/nvidia/580.65.06"}},
+		{"another version's folder", "580.65.07", []gathered{
+			file("firmware", "gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+		}, map[string]string{}},
+		{"no version", "", []gathered{
+			file("firmware", "gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+		}, map[string]string{}},
+		{"two folders", "580.65.06", []gathered{
+			file("firmware", "gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+			file("firmware", "gsp_tu10x.bin", "/usr/lib/firmware/nvidia/580.65.06/gsp_tu10x.bin"),
+		}, map[string]string{}},
+		{"a file renamed in the folder", "580.65.06", []gathered{
+			file("firmware", "gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+			file("firmware", "2-gsp_ga10x.bin", fw+"gsp_ga10x.bin"),
+		}, map[string]string{}},
+		{"the image's shared folder", "580.65.06", []gathered{
+			file("graphics-data", "nvidia_icd.json", "/usr/share/vulkan/icd.d/nvidia_icd.json"),
+		}, map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := inPlace(tc.version, tc.files); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("inPlace = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -98,19 +98,23 @@ func TestMountOptions(t *testing.T) {
 	}
 
 	const lib = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"
-	const fw = "/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin"
+	// The firmware's folder is mounted where the host has it, the rest
+	// of the driver folder under /usr/lib/gpuctk and linked.
+	const fwDir = "/lib/firmware/nvidia/580.65.06"
+	const fw = fwDir + "/gsp_ga10x.bin"
 	const sockPath = "/run/nvidia-persistenced/socket"
 	for _, tc := range []struct {
 		name  string
 		flags []string
 		// mountOf is the mount point each file is under, and links
-		// whether the hook links it there (from the driver folder).
+		// whether the hook links the files of folder mounts under
+		// /usr/lib/gpuctk to their paths.
 		mountOf map[string]string
 		links   bool
 	}{
 		// The image has its own /usr/bin/nvidia-smi: the hook mounts the
 		// driver's over it, as runc would, and never removes it.
-		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/core", "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: "/usr/lib/gpuctk/firmware", sockPath: sockPath}, true},
+		{"driver folder", nil, map[string]string{lib: "/usr/lib/gpuctk/core", "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: fwDir, sockPath: sockPath}, true},
 		{"a mount per file", []string{"--driver-folder=false"}, map[string]string{lib: lib, "/usr/bin/nvidia-smi": "/usr/bin/nvidia-smi", fw: fw, sockPath: sockPath}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +146,7 @@ func TestMountOptions(t *testing.T) {
 				`/usr/bin/nvidia-smi; /bin/usecuda; /bin/uconnect ` + sockPath + `; ` +
 				fw + ` 2>&1 || true; ` +
 				`for f in ` + lib + ` /usr/bin/nvidia-smi ` + fw + `; do echo "LINK $f $(readlink $f)"; done; ` +
-				`grep -E ' (/usr/lib/gpuctk/(core|firmware)|` + lib + `|/usr/bin/nvidia-smi|(/usr)?` + fw + `|` + sockPath + `) ' /proc/self/mountinfo`
+				`grep -E ' (/usr/lib/gpuctk/core|` + lib + `|/usr/bin/nvidia-smi|(/usr)?(` + fw + `|` + fwDir + `)|` + sockPath + `) ' /proc/self/mountinfo`
 			out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0", "--user", "1000:1000"}, script)
 			if err != nil {
 				t.Fatalf("podman: %v\n%s", err, out)
@@ -161,7 +165,7 @@ func TestMountOptions(t *testing.T) {
 			}
 			for _, f := range []string{lib, "/usr/bin/nvidia-smi", fw} {
 				want := "LINK " + f + " "
-				if tc.links && tc.mountOf[f] != f {
+				if tc.links && strings.HasPrefix(tc.mountOf[f], "/usr/lib/gpuctk/") {
 					want += tc.mountOf[f] + "/" + filepath.Base(f)
 				}
 				if !strings.Contains(out, want+"\n") {

@@ -127,6 +127,17 @@ func TestOutputNames(t *testing.T) {
 		t.Error(err)
 	}
 
+	// "-" is standard output: no file of that name.
+	cmd = exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--output", "-")
+	cmd.Dir = dir
+	spec, err := cmd.Output()
+	if err != nil || !bytes.Contains(spec, []byte("\ncdiVersion: ")) {
+		t.Errorf("--output -: %v, stdout %.40q", err, spec)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); !os.IsNotExist(err) {
+		t.Errorf("--output - wrote a file named -: %v", err)
+	}
+
 	// As nobody, into a folder only root may write.
 	os.Chmod(dir, 0o755)
 	gpuctk := filepath.Join(dir, "gpuctk")

@@ -34,7 +34,7 @@ func cdiCommand() *cli.Command {
 				Name:  "generate",
 				Usage: "write the CDI spec of this host (stdout when no --output)",
 				Flags: append(specFlags(),
-					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: envVar("output"), Usage: "spec file to write atomically, e.g. /var/run/cdi/nvidia.yaml"},
+					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: envVar("output"), Usage: "spec file to write atomically, e.g. /var/run/cdi/nvidia.yaml (- or none: standard output)"},
 					&cli.StringFlag{Name: "format", EnvVars: envVar("format"), Usage: "yaml or json (default: from the --output extension, else yaml)"},
 					&cli.BoolFlag{Name: "if-driver", EnvVars: envVar("if-driver"), Usage: "when the NVIDIA kernel module is not loaded (no /proc/driver/nvidia/version under the dev root), say so and exit 0 without writing anything (for boot-time refreshes)"},
 					&cli.BoolFlag{Name: "if-stale", EnvVars: envVar("if-stale"), Usage: "write --output only when `gpuctk cdi check` would find it stale (missing, or giving containers other edits than the host's now), so an unchanged host's spec keeps its file and runtimes' caches"},
@@ -97,7 +97,12 @@ func generate(c *cli.Context) error {
 			return nil
 		}
 	}
-	format, warning, err := cdi.FormatFor(c.String("format"), c.String("output"))
+	// "-" is standard output, as for most tools that write a file.
+	out := c.String("output")
+	if out == "-" {
+		out = ""
+	}
+	format, warning, err := cdi.FormatFor(c.String("format"), out)
 	if err != nil {
 		return err
 	}
@@ -109,7 +114,6 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	set, data, kind, sum := b.set, b.data, b.kind, b.sum
-	out := c.String("output")
 	if c.Bool("if-stale") {
 		if out == "" {
 			return &usageError{cmd: c.Command.HelpName, err: errors.New("--if-stale needs --output: it compares the spec in that file with the host")}
