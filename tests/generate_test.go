@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,6 +127,26 @@ func TestGenerateMainJob(t *testing.T) {
 		}
 		if caps != 7 {
 			t.Errorf("cdi list %v: %d devices marked capability, want 7", args, caps)
+		}
+	}
+	// A folder without specs: the header, and a note saying where it
+	// looked and how to write one (none with --quiet).
+	empty := filepath.Join(t.TempDir(), "none")
+	for _, quiet := range []bool{false, true} {
+		args := []string{"cdi", "list", "--spec-dir", empty, "--config", writeConfig(t, "")}
+		if quiet {
+			args = append([]string{"--quiet"}, args...)
+		}
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(bin("gpuctk"), args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		want := "gpuctk: note: no CDI devices in " + empty + ": `gpuctk cdi generate --output /var/run/cdi/nvidia.yaml` writes this host's\n"
+		if quiet {
+			want = ""
+		}
+		if err != nil || stdout.String() != "DEVICE  SPEC\n" || stderr.String() != want {
+			t.Errorf("cdi list of an empty folder (quiet %v): %v, stdout %q, stderr %q, want %q", quiet, err, stdout.String(), stderr.String(), want)
 		}
 	}
 }

@@ -356,6 +356,9 @@ func list(c *cli.Context) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
+		if len(devices) == 0 && len(specErrs) == 0 {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: note: no CDI devices in %s: `gpuctk cdi generate --output %s` writes this host's\n", strings.Join(cfg.CDI.SpecDirs, ", "), refreshSpec)
+		}
 	}
 	for _, cf := range conflicts {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: conflict:", cf)
