@@ -158,7 +158,8 @@ func parseSetup(stderr io.Writer, args []string, o *hook.SetupOptions) error {
 
 // parseFlags parses a subcommand's "--name value" and "--name=value" flags,
 // handing each value to its setter. An unknown flag is warned about and
-// skipped with its value, so newer specs keep working with this hook.
+// skipped with its value (or alone, when it comes last without one), so
+// newer specs keep working with this hook.
 func parseFlags(stderr io.Writer, args []string, set map[string]func(string) error) error {
 	for i := 0; i < len(args); i++ {
 		if !strings.HasPrefix(args[i], "--") {
@@ -168,14 +169,18 @@ func parseFlags(stderr io.Writer, args []string, set map[string]func(string) err
 		if name == "help" {
 			return errHelp
 		}
+		f, ok := set[name]
 		if !hasValue {
 			if i+1 >= len(args) {
+				if !ok { // a newer spec's flag, last and without a value
+					fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
+					continue
+				}
 				return fmt.Errorf("flag --%s needs a value", name)
 			}
 			i++
 			value = args[i]
 		}
-		f, ok := set[name]
 		if !ok {
 			fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
 			continue

@@ -51,6 +51,7 @@ func TestRun(t *testing.T) {
 		{name: "unknown flag", args: []string{"setup", "--colour", "red", "--colour=blue"}, stdin: string(st), want: "unknown flag --colour ignored", warnings: true},
 		{name: "bad link", args: []string{"setup", "--link", "nolink"}, stdin: string(st), code: 1, want: "want TARGET::/ABSOLUTE/LINK"},
 		{name: "flag without value", args: []string{"setup", "--folder"}, code: 1, want: "flag --folder needs a value"},
+		{name: "unknown flag last, without value", args: []string{"setup", "--colour"}, stdin: string(st), want: "unknown flag --colour ignored", warnings: true},
 		{name: "bad state", args: []string{"setup", "--folder", "/usr/lib"}, stdin: "{not json", code: 1, want: "OCI state on stdin"},
 		{name: "mps-check without uuid", args: []string{"mps-check", "--pipe-dir", "/run/x/pipe"}, code: 1, want: "--pipe-dir and --uuid are each needed once"},
 		{name: "mps-check with a newer flag", args: []string{"mps-check", "--pipe-dir", "/nonexistent/pipe", "--uuid", "GPU-x", "--timeout", "5s", "--help"},
