@@ -227,10 +227,11 @@ baseline is a process fed the same state on stdin. "Old way"
 is the same hook on the same root with the cache removed, so that it falls
 back to the host's ldconfig over the whole image. The spec is a full 580
 driver install's (fake files with the driver's names, as the end-to-end
-tests use): the hook makes 44 links (the 22 files of the driver folder
-that every container gets, and 22 SONAME and .so links) and one file;
-with driver-folder = false, runc mounts the 22 files and the hook makes
-the 22 other links. On this machine's root ext4 (no journal, a shared virtual
+tests use): the hook makes 42 links (20 of the 22 files of the
+driver folder that every container gets, and 22 SONAME and .so links)
+and one file: the GSP firmware's folder is mounted where the host has
+it. With driver-folder = false, runc mounts the 22 files and the hook
+makes the 22 other links. On this machine's root ext4 (no journal, a shared virtual
 disk) creating one takes from 15 µs to over 600 µs from one run to the
 next, for a plain symlink loop as much as for the hook (the figure measured just before the hook
 rows is given with the machine). The tmpfs rows give the hook's own cost.
