@@ -170,16 +170,13 @@ func parseFlags(stderr io.Writer, args []string, set map[string]func(string) err
 			return errHelp
 		}
 		f, ok := set[name]
-		if !hasValue {
-			if i+1 >= len(args) {
-				if !ok { // a newer spec's flag, last and without a value
-					fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
-					continue
-				}
-				return fmt.Errorf("flag --%s needs a value", name)
-			}
+		switch {
+		case hasValue:
+		case i+1 < len(args):
 			i++
 			value = args[i]
+		case ok: // an unknown one, last without a value, is warned about below
+			return fmt.Errorf("flag --%s needs a value", name)
 		}
 		if !ok {
 			fmt.Fprintf(stderr, "gpuctk-hook: warning: unknown flag --%s ignored\n", name)
