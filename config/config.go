@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/gpuctk/gpuctk/capability"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
@@ -262,10 +262,14 @@ func setDefault(s *string, v string) {
 	}
 }
 
+// maxFileSize bounds what Load reads: a config with every key and a
+// thousand [[sharing]] entries is under 1 MiB.
+const maxFileSize = 4 << 20
+
 // Load reads the file at path. A missing file at the default path gives
 // the defaults; a missing file named explicitly is an error.
 func Load(path string, explicit bool) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readfile.Limited(path, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return Default(), nil
 	}

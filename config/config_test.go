@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -105,6 +106,33 @@ func TestLoad(t *testing.T) {
 	os.WriteFile(bad, []byte("[[sharing]]\nreplicas = \"x\"\n"), 0o644)
 	if _, err := Load(bad, true); err == nil || !strings.HasPrefix(err.Error(), "config "+bad+": line 2") {
 		t.Fatalf("bad file: err = %v", err)
+	}
+	// Bounded: a device or a huge file is refused, not read to the end.
+	huge := filepath.Join(dir, "huge.toml")
+	if err := os.WriteFile(huge, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(huge, maxFileSize+1); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"/dev/zero", huge} {
+		if _, err := Load(p, true); err == nil || err.Error() != "config "+p+": read "+p+": more than 4 MiB, too large for this file: check the path" {
+			t.Errorf("Load(%s): err = %v", p, err)
+		}
+	}
+	// A FIFO, as a shell's <(...) gives, is read to its end.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.WriteString("[cdi]\nvendor = \"example.com\"\n")
+			f.Close()
+		}
+	}()
+	if c, err := Load(fifo, true); err != nil || c.CDI.Vendor != "example.com" {
+		t.Errorf("Load(FIFO) = %+v, %v", c, err)
 	}
 }
 

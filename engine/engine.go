@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/filekind"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // Engines are the engines Configure knows.
@@ -68,11 +70,22 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 	case "containerd":
 		setDefault(&o.Config, ContainerdConfig)
 		setDefault(&o.DropIn, ContainerdDropIn)
-		changes, err = containerd(o, uninstall)
-		note = "restart containerd to load it (systemctl restart containerd)"
 	case "crio":
 		setDefault(&o.Config, CrioConfig)
 		setDefault(&o.DropIn, CrioDropIn)
+	case "docker":
+		setDefault(&o.Config, DockerConfig)
+	}
+	for _, p := range []*string{&o.Config, &o.DropIn} {
+		if *p, err = resolve(*p); err != nil {
+			return nil, "", err
+		}
+	}
+	switch engine {
+	case "containerd":
+		changes, err = containerd(o, uninstall)
+		note = "restart containerd to load it (systemctl restart containerd)"
+	case "crio":
 		var missing []string
 		changes, missing, err = crio(o, uninstall)
 		note = "restart CRI-O to load it (systemctl restart crio)"
@@ -84,7 +97,6 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 		if o.DropIn != "" {
 			return nil, "", fmt.Errorf("docker reads no drop-in files: --drop-in is for containerd and CRI-O; docker's runtime goes in --config (default %s)", DockerConfig)
 		}
-		setDefault(&o.Config, DockerConfig)
 		changes, err = docker(o, uninstall)
 		note = "restart docker to load it (systemctl restart docker)"
 		if uninstall {
@@ -211,7 +223,7 @@ func backup(path string) error {
 	if _, err := os.Lstat(path + BackupSuffix); err == nil {
 		return nil
 	}
-	old, err := os.ReadFile(path)
+	old, err := readfile.Limited(path, maxConfigSize)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -225,9 +237,47 @@ func modeOf(path string, def fs.FileMode) fs.FileMode {
 	return def
 }
 
+// maxConfigSize bounds a runtime's config file: containerd's, with every
+// plugin's section, is some 20 KiB.
+const maxConfigSize = 4 << 20
+
+// resolve returns the file that path names: path itself, or where its
+// symbolic links lead, so that a config kept elsewhere and linked into
+// /etc is edited where it is and the link stays. A path that exists must
+// be a regular file: a device (--config /dev/null) would otherwise be
+// renamed over by the atomic write, a FIFO would hang the read.
+func resolve(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	target := path
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err = filepath.EvalSymlinks(path); err != nil {
+			return "", fmt.Errorf("%s is a symbolic link that leads nowhere (%v): fix or remove it", path, err)
+		}
+		if fi, err = os.Stat(target); err != nil {
+			return "", err
+		}
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is %s, not a config file: name the runtime's config file", target, filekind.Name(fi.Mode()))
+	}
+	return target, nil
+}
+
 // readFile returns a file's content, nil if it does not exist.
 func readFile(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a config file: move it out of the way", path, filekind.Name(fi.Mode()))
+	}
+	data, err := readfile.Limited(path, maxConfigSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

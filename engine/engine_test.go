@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
@@ -251,6 +252,15 @@ func TestPlanBadInput(t *testing.T) {
 	os.WriteFile(twice, []byte(`{"runtimes": {"nvidia": {"path": "/a"}, "nvidia": {"path": "/b"}}}`), 0o644)
 	cased := filepath.Join(dir, "cased.json")
 	os.WriteFile(cased, []byte(`{"default-runtime": "runc", "Default-Runtime": "crun"}`), 0o644)
+	odd := t.TempDir()
+	fifo := filepath.Join(odd, "fifo.conf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(odd, "dangling.toml")
+	if err := os.Symlink(filepath.Join(odd, "none.toml"), dangling); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		engine  string
 		o       Options
@@ -264,6 +274,13 @@ func TestPlanBadInput(t *testing.T) {
 		{"docker", Options{Path: runtimePath, Config: list}, "docker config " + list + ": not a JSON object"},
 		{"docker", Options{Path: runtimePath, Config: twice}, "docker config " + twice + `: duplicate key "nvidia" in runtimes`},
 		{"docker", Options{Path: runtimePath, Config: cased}, "docker config " + cased + `: keys "default-runtime" and "Default-Runtime" in the top-level object differ only in letter case`},
+		// Not a file: the atomic write would rename over a device, the
+		// read of a FIFO would hang.
+		{"containerd", Options{Path: runtimePath, Config: "/dev/null"}, "/dev/null is a character device, not a config file: name the runtime's config file"},
+		{"docker", Options{Path: runtimePath, Config: "/dev/zero"}, "/dev/zero is a character device, not a config file"},
+		{"crio", Options{Path: runtimePath, Config: filepath.Join(odd, "crio.conf"), DropIn: fifo}, fifo + " is a FIFO, not a config file"},
+		{"containerd", Options{Path: runtimePath, Config: dir}, dir + " is a folder, not a config file"},
+		{"containerd", Options{Path: runtimePath, Config: dangling}, dangling + " is a symbolic link that leads nowhere"},
 	}
 	for _, tt := range tests {
 		_, _, err := Plan(tt.engine, tt.o, false)
@@ -273,6 +290,37 @@ func TestPlanBadInput(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 5 {
 		t.Errorf("bad input left files: %v", entries)
+	}
+}
+
+// A config linked into place is edited where the link leads; the link
+// stays.
+func TestPlanFollowsLinks(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "managed", "config.toml")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	if err := os.WriteFile(real, []byte("version = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "config.toml")
+	if err := os.Symlink("managed/config.toml", link); err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := Plan("containerd", Options{Path: runtimePath, Config: link, DropIn: filepath.Join(dir, "conf.d", "gpuctk.toml")}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(changes); err != nil {
+		t.Fatal(err)
+	}
+	if target, err := os.Readlink(link); err != nil || target != "managed/config.toml" {
+		t.Errorf("link = %q, %v; want it kept", target, err)
+	}
+	if data, _ := os.ReadFile(real); !strings.Contains(string(data), runtimePath) {
+		t.Errorf("linked config not edited:\n%s", data)
+	}
+	if bak, err := os.ReadFile(real + BackupSuffix); err != nil || string(bak) != "version = 2\n" {
+		t.Errorf("backup beside the file = %q, %v", bak, err)
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"sort"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/internal/tomlerr"
 )
 
@@ -60,13 +60,17 @@ func Profiles() []string {
 	return names
 }
 
+// MaxProfileSize bounds a profile file: one of a host with a hundred GPUs
+// is under 100 KiB.
+const MaxProfileSize = 4 << 20
+
 // LoadProfile returns the embedded profile called name or, when name
 // contains a slash or ends in .toml, the profile file at that path.
 func LoadProfile(name string) (*Profile, error) {
 	var data []byte
 	var err error
 	if strings.ContainsRune(name, '/') || strings.HasSuffix(name, ".toml") {
-		data, err = os.ReadFile(name)
+		data, err = readfile.Limited(name, MaxProfileSize)
 		if err != nil {
 			return nil, fmt.Errorf("simulated host profile: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -34,7 +35,7 @@ func OpenSimulator(path string) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(path)
+	data, err := readfile.Limited(path, inventory.MaxProfileSize)
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,13 @@ func TestGenerateBadInput(t *testing.T) {
 		{"bad format", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--format", "xml"}
 		}, `format "xml" is not known: use yaml or json`},
+		// Files a user names are read to a bound, not to the end of a device.
+		{"config is an endless device", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--config", "/dev/zero"}
+		}, "config /dev/zero: read /dev/zero: more than 4 MiB, too large for this file: check the path"},
+		{"profile is an endless device", func(t *testing.T) []string {
+			return []string{"--simulate", "/dev/zero"}
+		}, "simulated host profile: read /dev/zero: more than 4 MiB, too large for this file: check the path"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := filepath.Join(t.TempDir(), "nvidia.yaml")

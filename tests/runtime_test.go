@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -496,6 +497,16 @@ func TestRuntimeConfigure(t *testing.T) {
 	if err != nil || !strings.Contains(string(podman), "podman needs no configuration") {
 		t.Errorf("podman: %v\n%s", err, podman)
 	}
+	// Not a file: neither read (a FIFO would hang) nor renamed over.
+	fifo := filepath.Join(t.TempDir(), "config.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+			t.Errorf("the FIFO given as --config was replaced: %v", err)
+		}
+	}()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -503,6 +514,7 @@ func TestRuntimeConfigure(t *testing.T) {
 		{[]string{"--runtime", "cri-o"}, `--runtime "cri-o" is not known: use containerd, crio, docker or podman`},
 		{[]string{"--runtime", "docker", "--config", writeConfig(t, "{\"runtimes\": [")}, "docker config "},
 		{[]string{"--runtime", "docker", "--drop-in", "/etc/docker/daemon.d/gpuctk.json"}, "docker reads no drop-in files: --drop-in is for containerd and CRI-O"},
+		{[]string{"--runtime", "containerd", "--config", fifo}, fifo + " is a FIFO, not a config file: name the runtime's config file"},
 	} {
 		out, err := exec.Command(bin("gpuctk"), append([]string{"runtime", "configure"}, tc.args...)...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Count(string(out), "\n") != 1 {
