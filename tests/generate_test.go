@@ -2,10 +2,12 @@ package tests
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -73,6 +75,18 @@ func TestGenerateBadInput(t *testing.T) {
 		{"profile is an endless device", func(t *testing.T) []string {
 			return []string{"--simulate", "/dev/zero"}
 		}, "simulated host profile: read /dev/zero: more than 4 MiB, too large for this file: check the path"},
+		{"output is a FIFO, not renamed over", func(t *testing.T) []string {
+			fifo := filepath.Join(t.TempDir(), "nvidia.yaml")
+			if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+					t.Errorf("the FIFO was replaced: %v", err)
+				}
+			})
+			return []string{"--simulate", "l40s", "--output", fifo}
+		}, "nvidia.yaml: it is a FIFO, not a file: name a file to write"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := filepath.Join(t.TempDir(), "nvidia.yaml")

@@ -10,9 +10,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+
+	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
-// WriteFile replaces path with data, atomically, with the given mode.
+// WriteFile replaces path with data, atomically, with the given mode. A
+// path that is a device, a FIFO or a socket is refused, not replaced.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
 	return writePath(path, data, mode, true, randomSuffix)
 }
@@ -36,6 +39,12 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix fun
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer root.Close()
+	// A device, a FIFO or a socket at path is not a file to replace: as
+	// root, --output /dev/null would otherwise put a regular file in
+	// place of the device.
+	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|fs.ModeDir) == 0 {
+		return fmt.Errorf("write %s: it is %s, not a file: name a file to write", path, filekind.Name(fi.Mode()))
+	}
 	if err := writeIn(root, base, data, mode, sync, suffix); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

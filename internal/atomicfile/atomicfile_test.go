@@ -2,8 +2,10 @@ package atomicfile
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -36,6 +38,26 @@ func testWriteFile(t *testing.T, WriteFile func(string, []byte, os.FileMode) err
 	// A folder that does not exist fails and creates nothing.
 	if err := WriteFile(filepath.Join(dir, "no", "x"), nil, 0o644); err == nil {
 		t.Fatal("write into a missing folder succeeded")
+	}
+	// A FIFO (as a device or a socket) is refused, not renamed over.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(fifo, []byte("x"), 0o644); err == nil || err.Error() != "write "+fifo+": it is a FIFO, not a file: name a file to write" {
+		t.Errorf("write over a FIFO: %v", err)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&fs.ModeNamedPipe == 0 {
+		t.Errorf("the FIFO was replaced: %v", err)
+	}
+	// A link is replaced, as before: the spec dirs' files are ours.
+	link := filepath.Join(dir, "link")
+	os.Symlink("spec.yaml", link)
+	if err := WriteFile(link, []byte("three"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("link: %v, %v", fi, err)
 	}
 }
 
