@@ -11,10 +11,12 @@ BENCH_TIME ?= 0.3s
 BENCH_ONLY ?= hook,runtime,generate,plugin
 # Pairs of pods (plain, one GPU) for the pod start row.
 BENCH_PODS ?= 30
+# The pod pairs again on a journaled ext4 made in a file (false: left out).
+BENCH_JOURNAL ?= true
 
 # The kubelet and containerd come from mk/k8s.mk and mk/runtime.mk (read
 # after this file, so named here rather than through their variables).
 bench: build ldcache-deps $(TOOLS)/kubelet $(TOOLS)/containerd $(TOOLS)/ctr $(TOOLS)/containerd-shim-runc-v2
 	tests/install-deps.sh
 	@test -x /usr/bin/time || { echo "installing time"; export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq --no-install-recommends time >/dev/null; }
-	$(GO) run ./tests/bench -bin $(BIN) -runs $(BENCH_RUNS) -benchtime $(BENCH_TIME) -only $(BENCH_ONLY) -pods $(BENCH_PODS) -out bench.txt -perf perf.md
+	$(GO) run ./tests/bench -bin $(BIN) -runs $(BENCH_RUNS) -benchtime $(BENCH_TIME) -only $(BENCH_ONLY) -pods $(BENCH_PODS) -journal=$(BENCH_JOURNAL) -out bench.txt -perf perf.md

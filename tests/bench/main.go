@@ -34,6 +34,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "hook,runtime,generate,plugin", "sections to run, in this order")
 	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
 	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
+	flag.BoolVar(&o.journal, "journal", true, "in the plugin section, time the pod pairs again with the kubelet's and containerd's folders on a journaled ext4 made in a file (mkfs.ext4, a loop mount)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) and the tmpfs one under /dev/shm (gpuctk-bench-*) to look into")
 	flag.Parse()
 	if err := run(&o); err != nil {
@@ -45,7 +46,7 @@ func main() {
 type options struct {
 	bin, repo, work, benchtime, out, perf, only, tools string
 	runs, warm, pods                                   int
-	keep                                               bool
+	keep, journal                                      bool
 }
 
 func run(o *options) error {
