@@ -82,14 +82,9 @@ func (b *bench) plugin() error {
 		return fmt.Errorf("the plugin's spec %s does not mount the driver folder (the default): %v", spec, err)
 	}
 	b.step("timing: pod start, plain and with one nvidia.com/gpu, %d pairs", rounds)
-	plain, gpu, plainPh, gpuPh, err := n.podPairs(rounds, "")
-	if err != nil {
+	if err := b.podRows(n, rounds, "", "Pod start with one nvidia.com/gpu (plugin's Allocate, CDI in containerd, the hook): manifest written to the container's first line",
+		10*time.Millisecond, "Pod start,", 1, 2, 3, 4, 5, 6); err != nil {
 		return err
-	}
-	b.r.timed("Pod start with one nvidia.com/gpu (plugin's Allocate, CDI in containerd, the hook): manifest written to the container's first line",
-		"plain pod in the same kubelet run", plain, gpu, 10*time.Millisecond)
-	for i, name := range phaseNames {
-		b.r.timed("Pod start, phase "+strconv.Itoa(i+1)+": "+name, "the same phase of the plain pod", plainPh[i], gpuPh[i], 0)
 	}
 
 	// The same with a mount per driver file, as before the driver folder
@@ -105,13 +100,10 @@ func (b *bench) plugin() error {
 	}); err != nil {
 		return err
 	}
-	plain, gpu, plainPh, gpuPh, err = n.podPairs(rounds, "files-")
-	if err != nil {
+	if err := b.podRows(n, rounds, "files-", "Pod start, the same with [cdi] driver-folder = false (each driver file a mount of its own), for comparison",
+		0, "Pod start, the same with driver-folder = false,", 6); err != nil {
 		return err
 	}
-	b.r.timed("Pod start, the same with [cdi] driver-folder = false (each driver file a mount of its own), for comparison",
-		"plain pod in the same kubelet run", plain, gpu, 0)
-	b.r.timed("Pod start, the same with driver-folder = false, phase 6: "+phaseNames[5], "the same phase of the plain pod", plainPh[5], gpuPh[5], 0)
 	n.stop(b)
 	if !b.o.journal {
 		return nil
@@ -176,14 +168,22 @@ func (b *bench) journaledPods(rounds int) (err error) {
 		return err
 	}
 	b.step("timing: pod start on the journaled ext4, plain and with one nvidia.com/gpu, %d pairs", rounds)
-	plain, gpu, plainPh, gpuPh, err := n.podPairs(rounds, "ext4-")
+	return b.podRows(n, rounds, "ext4-", "Pod start, the same with the kubelet's and containerd's folders on a journaled ext4 (a loop-mounted file): manifest written to the container's first line",
+		10*time.Millisecond, "Pod start on the journaled ext4,", 1, 4, 6)
+}
+
+// podRows times rounds pairs of pods on n (podPairs; prefix names them)
+// and adds the row of the whole start, named what, with its target (0:
+// none), and one row for each phase asked (numbered from 1, see
+// phaseNames), named after phaseRow.
+func (b *bench) podRows(n *node, rounds int, prefix, what string, target time.Duration, phaseRow string, phases ...int) error {
+	plain, gpu, plainPh, gpuPh, err := n.podPairs(rounds, prefix)
 	if err != nil {
 		return err
 	}
-	b.r.timed("Pod start, the same with the kubelet's and containerd's folders on a journaled ext4 (a loop-mounted file): manifest written to the container's first line",
-		"plain pod in the same kubelet run", plain, gpu, 10*time.Millisecond)
-	for _, i := range []int{0, 3, 5} {
-		b.r.timed("Pod start on the journaled ext4, phase "+strconv.Itoa(i+1)+": "+phaseNames[i], "the same phase of the plain pod", plainPh[i], gpuPh[i], 0)
+	b.r.timed(what, "plain pod in the same kubelet run", plain, gpu, target)
+	for _, p := range phases {
+		b.r.timed(phaseRow+" phase "+strconv.Itoa(p)+": "+phaseNames[p-1], "the same phase of the plain pod", plainPh[p-1], gpuPh[p-1], 0)
 	}
 	return nil
 }
