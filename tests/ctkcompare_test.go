@@ -90,7 +90,10 @@ func TestCompareNVIDIACtk(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := filepath.Join(fakehost.LibDir, "libnvidia-ml.so."+p.DriverVersion)
-	data, _ := os.ReadFile(filepath.Join(nvml, lib))
+	data, err := os.ReadFile(filepath.Join(nvml, lib))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(root, lib), data, 0o755); err != nil {
 		t.Fatal(err)
 	}
