@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -48,7 +49,20 @@ func buildBinaries(dir string) error {
 		name string
 		cgo  string
 	}{{"gpuctk", "1"}, {"gpuctk-device-plugin", "1"}, {"gpuctk-hook", "0"}, {"gpuctk-runtime", "0"}} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b.name), "./cmd/"+b.name)
+		args := []string{"build", "-o", filepath.Join(dir, b.name)}
+		if b.cgo == "0" {
+			// The Makefile's GODEBUG default for the hook and the runtime.
+			def, err := exec.Command("go", "list", "-C", root, "-f", "{{.DefaultGODEBUG}}", "./cmd/"+b.name).Output()
+			if err != nil {
+				return fmt.Errorf("go list %s: %v", b.name, err)
+			}
+			godebug := strings.TrimSpace(string(def))
+			if godebug != "" {
+				godebug += ","
+			}
+			args = append(args, "-ldflags", "-X runtime.godebugDefault="+godebug+"profstackdepth=0")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/"+b.name)...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+b.cgo, "CGO_CFLAGS=-O2 -Wno-deprecated-declarations")
 		if out, err := cmd.CombinedOutput(); err != nil {
