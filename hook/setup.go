@@ -608,8 +608,13 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 	if err != nil {
 		return fmt.Errorf("linker cache: /etc: %w", err)
 	}
-	// What ldconfig -p says of a cache the hook writes from nothing.
-	c := &ldcache.Cache{Generator: "gpuctk-hook"}
+	// The first entries win over later ones of the same SONAME: Add keeps
+	// their order, and the loader takes the first it finds.
+	entries := append(make([]ldcache.Entry, 0, len(first)+len(libraries)), first...)
+	for _, l := range libraries {
+		entries = append(entries, ldcache.Entry{Flags: cacheFlags(), Key: path.Base(l), Value: path.Clean(l)})
+	}
+	var out []byte
 	data, err := readImageFile(etc, "ld.so.cache", "/etc/ld.so.cache", maxCacheSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -622,26 +627,24 @@ func (s *setup) mergeCache(first []ldcache.Entry, libraries []string) error {
 			return &noCache{error: err, missing: true}
 		}
 		s.env.debugf("no linker cache and no ld.so.conf folders in the image: writing one of the driver's libraries")
+		// What ldconfig -p says of a cache the hook writes from nothing.
+		c := &ldcache.Cache{Generator: "gpuctk-hook"}
+		c.Add(entries...)
+		out, err = c.Marshal()
 	case errors.Is(err, errNotRegular) || errors.Is(err, errTooLarge):
 		return &noCache{error: err}
 	case err != nil:
 		return fmt.Errorf("linker cache: %w", err)
 	default:
-		if c, err = ldcache.Parse(data); err != nil {
+		// The image's entries and string table are kept as they are,
+		// the driver's entries put in their places and their names
+		// appended: laying every string out again, as ldconfig does,
+		// or decoding each entry, cost more than the rest of the merge.
+		out, err = ldcache.Merge(data, entries...)
+		if errors.Is(err, ldcache.ErrFormat) {
 			return &noCache{error: fmt.Errorf("/etc/ld.so.cache: %w", err)}
 		}
 	}
-	// The first entries win over later ones of the same SONAME: Add keeps
-	// their order, and the loader takes the first it finds.
-	entries := append(make([]ldcache.Entry, 0, len(first)+len(libraries)), first...)
-	for _, l := range libraries {
-		entries = append(entries, ldcache.Entry{Flags: cacheFlags(), Key: path.Base(l), Value: path.Clean(l)})
-	}
-	c.Add(entries...)
-	// The image's string table is kept and the driver's names appended:
-	// laying every string out again, as ldconfig does, cost more than
-	// the rest of the merge.
-	out, err := c.MarshalKeepingStrings()
 	if err != nil {
 		return fmt.Errorf("linker cache: %w", err)
 	}

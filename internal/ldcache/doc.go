@@ -2,9 +2,10 @@
 //
 // Driver discovery parses a driver root's cache to find libraries such as
 // libcuda.so.1 ([Parse], [Cache.Lookup]). The hook adds the driver's
-// libraries to a container's existing cache ([Cache.Add], [Cache.Marshal])
-// instead of rerunning ldconfig over the whole image; it falls back to
-// ldconfig when [Parse] returns an error wrapping [ErrFormat].
+// libraries to a container's existing cache ([Merge]: the bytes of
+// [Parse], [Cache.Add] and [Cache.MarshalKeepingStrings], without decoding
+// each entry) instead of rerunning ldconfig over the whole image; it falls
+// back to ldconfig when [Merge] returns an error wrapping [ErrFormat].
 //
 // The dynamic loader binary-searches the entries, so their order is part of
 // the format: entries sort in descending order of glibc's _dl_cache_libcmp

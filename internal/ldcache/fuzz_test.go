@@ -76,3 +76,70 @@ func sameEntries(t *testing.T, c, c2 *Cache) {
 		}
 	}
 }
+
+// mergePool is what FuzzMerge and TestMerge add, a subset at a time: a
+// driver's libraries, a library every image has (its entry is replaced),
+// two entries naming one path, glibc-hwcaps entries in and out of range,
+// and a name with a NUL byte, which Marshal refuses.
+var mergePool = []Entry{
+	{Flags: x8664, Key: "libcuda.so.1", Value: "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},
+	{Flags: x8664, Key: "libnvidia-ml.so.1", Value: "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"},
+	{Flags: x8664, Key: "libc.so.6", Value: "/usr/local/cuda/compat/libc.so.6"},
+	{Flags: x8664, Key: "libcuda.so.1", Value: "/usr/local/cuda/compat/libcuda.so.1"},
+	{Flags: x8664, Key: "libsame.so.1", Value: "libsame.so.1"},
+	{Flags: FlagELFLibc6, Key: "libcuda.so.1", Value: "/usr/lib32/libcuda.so.1"},
+	{Flags: x8664, Key: "libhw.so.1", Value: "/usr/lib/glibc-hwcaps/x86-64-v3/libhw.so.1", HWCap: HWCapExtension},
+	{Flags: x8664, Key: "libhw.so.2", Value: "/usr/lib/libhw.so.2", HWCap: HWCapExtension | 7},
+	{Flags: x8664, Key: "libnul\x00.so", Value: "/lib/libnul.so"},
+}
+
+// pickEntries returns the entries of mergePool whose bit is set in pick.
+func pickEntries(pick uint16) []Entry {
+	var out []Entry
+	for i, e := range mergePool {
+		if pick&(1<<i) != 0 {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// FuzzMerge holds Merge to the path it replaces: on any input, Parse, Add
+// and MarshalKeepingStrings give the same bytes, or both fail, and a
+// refusal to read wraps ErrFormat on both.
+func FuzzMerge(f *testing.F) {
+	for _, name := range []string{"new.cache", "compat.cache", "old.cache"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, uint16(0x1b))
+		f.Add(data, uint16(0x43))
+	}
+	f.Add([]byte(magicNew), uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, pick uint16) {
+		entries := pickEntries(pick)
+		got, err := Merge(data, entries...)
+		want, wantErr := mergeSlow(data, entries)
+		switch {
+		case wantErr != nil && err == nil:
+			t.Fatalf("Merge took what the slower path refuses (%v)", wantErr)
+		case wantErr == nil && err != nil:
+			t.Fatalf("Merge: %v; the slower path merges", err)
+		case err != nil && errors.Is(err, ErrFormat) != errors.Is(wantErr, ErrFormat):
+			t.Fatalf("Merge: %v; the slower path: %v", err, wantErr)
+		case err == nil && !bytes.Equal(got, want):
+			t.Fatalf("Merge differs from Parse, Add and MarshalKeepingStrings: %s", firstDiff(got, want))
+		}
+	})
+}
+
+// mergeSlow is what the hook did before Merge.
+func mergeSlow(data []byte, entries []Entry) ([]byte, error) {
+	c, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	c.Add(entries...)
+	return c.MarshalKeepingStrings()
+}

@@ -104,26 +104,11 @@ func formatErr(format string, args ...any) error {
 // format needs. Every error wraps ErrFormat. Parse copies what it keeps,
 // allocates in proportion to len(data), and never reads past it.
 func Parse(data []byte) (*Cache, error) {
-	switch {
-	case len(data) >= len(magicNew) && string(data[:len(magicNew)]) == magicNew:
-		return parseNew(data, 0)
-	case len(data) >= len(magicOld) && string(data[:len(magicOld)]) == magicOld:
-		if len(data) < headerOldSize {
-			return nil, formatErr("old-format header truncated at %d bytes", len(data))
-		}
-		n := uint64(le.Uint32(data[12:]))
-		if n > uint64(len(data)-headerOldSize)/entryOldSize {
-			return nil, formatErr("old-format header counts %d entries but the %d-byte file has room for %d", n, len(data), (len(data)-headerOldSize)/entryOldSize)
-		}
-		// The new format follows, aligned to 8 (struct cache_file_new holds uint64s).
-		base := (headerOldSize + n*entryOldSize + 7) &^ 7
-		if uint64(len(data)) < base+headerSize || string(data[base:base+uint64(len(magicNew))]) != magicNew {
-			return nil, formatErr("old %q format without the new %q format", magicOld, magicNew)
-		}
-		return parseNew(data, int(base))
-	default:
-		return nil, formatErr("bad magic: neither %q nor %q", magicNew, magicOld)
+	base, err := newFormatAt(data)
+	if err != nil {
+		return nil, err
 	}
+	return parseNew(data, base)
 }
 
 // stringRef asks for the NUL-terminated string at off (relative to the
@@ -133,28 +118,43 @@ type stringRef struct {
 	dst *string
 }
 
-func parseNew(data []byte, base int) (*Cache, error) {
+// header is the new format's header, checked: its entries and string
+// table fit in the file.
+type header struct {
+	h                                   []byte // from the header to the end of the file
+	nlibs, lenStrings, extOff, strStart uint64 // strStart: the string table's offset in h
+}
+
+func readHeader(data []byte, base int) (header, error) {
 	h := data[base:]
 	if len(h) < headerSize {
-		return nil, formatErr("header truncated at %d of %d bytes", len(h), headerSize)
+		return header{}, formatErr("header truncated at %d of %d bytes", len(h), headerSize)
 	}
 	nlibs := uint64(le.Uint32(h[20:]))
 	lenStrings := uint64(le.Uint32(h[24:]))
 	switch h[28] & endianMask {
 	case endianUnset, endianLittle:
 	case endianInvalid:
-		return nil, formatErr("header marks the cache invalid")
+		return header{}, formatErr("header marks the cache invalid")
 	default:
-		return nil, formatErr("big-endian cache")
+		return header{}, formatErr("big-endian cache")
 	}
-	extOff := uint64(le.Uint32(h[32:]))
 	if room := uint64(len(h)-headerSize) / entrySize; nlibs > room {
-		return nil, formatErr("header counts %d entries but the %d-byte file has room for %d", nlibs, len(data), room)
+		return header{}, formatErr("header counts %d entries but the %d-byte file has room for %d", nlibs, len(data), room)
 	}
 	strStart := headerSize + nlibs*entrySize
 	if lenStrings > uint64(len(h))-strStart {
-		return nil, formatErr("string table of %d bytes at offset %d runs past the end of the %d-byte file", lenStrings, uint64(base)+strStart, len(data))
+		return header{}, formatErr("string table of %d bytes at offset %d runs past the end of the %d-byte file", lenStrings, uint64(base)+strStart, len(data))
 	}
+	return header{h: h, nlibs: nlibs, lenStrings: lenStrings, extOff: uint64(le.Uint32(h[32:])), strStart: strStart}, nil
+}
+
+func parseNew(data []byte, base int) (*Cache, error) {
+	hd, err := readHeader(data, base)
+	if err != nil {
+		return nil, err
+	}
+	h, nlibs, lenStrings, extOff, strStart := hd.h, hd.nlibs, hd.lenStrings, hd.extOff, hd.strStart
 	// One copy of the string table; every key and path is a substring of it.
 	tab := string(h[strStart : strStart+lenStrings])
 
@@ -493,30 +493,16 @@ func (c *Cache) MarshalKeepingStrings() ([]byte, error) {
 // (two per entry) in tab, the glibc-hwcaps names at hwcaps in tab, and
 // each glibc-hwcaps entry's hwcap field as index gives it.
 func (c *Cache) encode(tab []byte, offsets, hwcaps []uint32, index func(hwcap uint64) uint64) ([]byte, error) {
-	n := uint64(len(c.Entries))
-	strStart := headerSize + n*entrySize
-	extOff := (strStart + uint64(len(tab)) + 3) &^ 3
-	nsections := uint64(1)
-	if len(hwcaps) > 0 {
-		nsections = 2
+	l, err := newLayout(uint64(len(c.Entries)), uint64(len(tab)), hwcaps, c.Generator)
+	if err != nil {
+		return nil, err
 	}
-	hwOff := extOff + 8 + nsections*sectionSize
-	genOff := hwOff + 4*uint64(len(hwcaps))
-	total := genOff + uint64(len(c.Generator))
-	if total > math.MaxUint32 {
-		return nil, fmt.Errorf("ld.so.cache of %d entries would be %d bytes, past the format's 4 GiB limit", n, total)
-	}
-	buf := make([]byte, total)
-	copy(buf, magicNew)
-	le.PutUint32(buf[20:], uint32(n))
-	le.PutUint32(buf[24:], uint32(len(tab)))
-	buf[28] = endianLittle
-	le.PutUint32(buf[32:], uint32(extOff))
+	buf := l.start()
 	for i, e := range c.Entries {
 		p := buf[headerSize+uint64(i)*entrySize:]
 		le.PutUint32(p, uint32(e.Flags))
-		le.PutUint32(p[4:], uint32(strStart)+offsets[2*i])
-		le.PutUint32(p[8:], uint32(strStart)+offsets[2*i+1])
+		le.PutUint32(p[4:], uint32(l.strStart)+offsets[2*i])
+		le.PutUint32(p[8:], uint32(l.strStart)+offsets[2*i+1])
 		le.PutUint32(p[12:], e.OSVersion)
 		hwcap := e.HWCap
 		if isExtension(hwcap) {
@@ -524,19 +510,63 @@ func (c *Cache) encode(tab []byte, offsets, hwcaps []uint32, index func(hwcap ui
 		}
 		le.PutUint64(p[16:], hwcap)
 	}
-	copy(buf[strStart:], tab)
-	x := buf[extOff:]
+	copy(buf[l.strStart:], tab)
+	l.finish(buf)
+	return buf, nil
+}
+
+// layout places the parts of a cache as ldconfig writes them: header,
+// entries, string table, then the extension directory (aligned to 4), the
+// glibc-hwcaps names' offsets and the generator string.
+type layout struct {
+	n, tabLen, strStart, extOff, hwOff, genOff, total uint64
+	hwcaps                                            []uint32 // the names' offsets in the string table
+	generator                                         string
+}
+
+func newLayout(n, tabLen uint64, hwcaps []uint32, generator string) (layout, error) {
+	l := layout{n: n, tabLen: tabLen, strStart: headerSize + n*entrySize, hwcaps: hwcaps, generator: generator}
+	l.extOff = (l.strStart + tabLen + 3) &^ 3
+	l.hwOff = l.extOff + 8 + l.sections()*sectionSize
+	l.genOff = l.hwOff + 4*uint64(len(hwcaps))
+	l.total = l.genOff + uint64(len(generator))
+	if l.total > math.MaxUint32 {
+		return layout{}, fmt.Errorf("ld.so.cache of %d entries would be %d bytes, past the format's 4 GiB limit", n, l.total)
+	}
+	return l, nil
+}
+
+func (l layout) sections() uint64 {
+	if len(l.hwcaps) > 0 {
+		return 2
+	}
+	return 1
+}
+
+// start returns the cache's bytes with the header written.
+func (l layout) start() []byte {
+	buf := make([]byte, l.total)
+	copy(buf, magicNew)
+	le.PutUint32(buf[20:], uint32(l.n))
+	le.PutUint32(buf[24:], uint32(l.tabLen))
+	buf[28] = endianLittle
+	le.PutUint32(buf[32:], uint32(l.extOff))
+	return buf
+}
+
+// finish writes the extension directory and what it points at.
+func (l layout) finish(buf []byte) {
+	x := buf[l.extOff:]
 	le.PutUint32(x, extensionMagic)
-	le.PutUint32(x[4:], uint32(nsections))
-	putSection(x[8:], tagGenerator, genOff, uint64(len(c.Generator)))
-	if len(hwcaps) > 0 {
-		putSection(x[8+sectionSize:], tagHWCaps, hwOff, 4*uint64(len(hwcaps)))
-		for i, off := range hwcaps {
-			le.PutUint32(buf[hwOff+4*uint64(i):], uint32(strStart)+off)
+	le.PutUint32(x[4:], uint32(l.sections()))
+	putSection(x[8:], tagGenerator, l.genOff, uint64(len(l.generator)))
+	if len(l.hwcaps) > 0 {
+		putSection(x[8+sectionSize:], tagHWCaps, l.hwOff, 4*uint64(len(l.hwcaps)))
+		for i, off := range l.hwcaps {
+			le.PutUint32(buf[l.hwOff+4*uint64(i):], uint32(l.strStart)+off)
 		}
 	}
-	copy(buf[genOff:], c.Generator)
-	return buf, nil
+	copy(buf[l.genOff:], l.generator)
 }
 
 func putSection(b []byte, tag uint32, off, size uint64) {

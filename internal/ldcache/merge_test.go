@@ -2,6 +2,7 @@ package ldcache
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -306,5 +307,80 @@ func checkMerged(t *testing.T, c *Cache, cachePath string, chroot func(...string
 	}
 	if !strings.Contains(want, "libgpu.so.1 (libc6,x86-64) => /opt/gpu/lib/libgpu.so.1\n") || strings.Contains(want, "/usr/lib/x86_64-linux-gnu/libfoo.so.1") {
 		t.Errorf("merged cache:\n%s", want)
+	}
+}
+
+// TestMerge compares Merge with Parse, Add and MarshalKeepingStrings on
+// the caches of this package's tests and this machine's, and checks that
+// the loader's view of the result, ldconfig -p, has the added libraries.
+func TestMerge(t *testing.T) {
+	need(t, "ldconfig")
+	files := []string{"testdata/new.cache", "testdata/compat.cache", "/etc/ld.so.cache"}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name    string
+			entries []Entry
+		}{
+			{"driver", driverEntries},
+			{"driver twice", append(slices.Clone(driverEntries), driverEntries...)},
+			{"replacing", pickEntries(0x1f)},
+			{"glibc-hwcaps", pickEntries(0x41)},
+			{"none", nil},
+		} {
+			t.Run(filepath.Base(file)+"/"+tc.name, func(t *testing.T) {
+				got, err := Merge(data, tc.entries...)
+				want, wantErr := mergeSlow(data, tc.entries)
+				if wantErr != nil {
+					// A glibc-hwcaps index past the cache's names.
+					if err == nil || errors.Is(err, ErrFormat) {
+						t.Fatalf("Merge: %v; the slower path: %v", err, wantErr)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("Merge differs from Parse, Add and MarshalKeepingStrings: %s", firstDiff(got, want))
+				}
+				// The merge once more, as a restarted container's hook
+				// does: the same bytes.
+				again, err := Merge(got, tc.entries...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want, _ := mergeSlow(got, tc.entries); !bytes.Equal(again, want) {
+					t.Fatalf("second merge differs: %s", firstDiff(again, want))
+				}
+				path := filepath.Join(t.TempDir(), "merged.cache")
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				out := run(t, "ldconfig", "-p", "-C", path)
+				for _, e := range tc.entries {
+					if e.HWCap == 0 && !strings.Contains(out, e.Key+" (") || !strings.Contains(out, "=> "+e.Value+"\n") {
+						t.Errorf("ldconfig -p of the merged cache lacks %s => %s:\n%s", e.Key, e.Value, out)
+					}
+				}
+			})
+		}
+	}
+	// Refusals: what Parse refuses, wrapping ErrFormat; what Marshal
+	// refuses, not.
+	data, err := os.ReadFile("testdata/new.cache")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Merge(data[:100], driverEntries...); !errors.Is(err, ErrFormat) {
+		t.Errorf("Merge of a truncated cache: %v, want ErrFormat", err)
+	}
+	for _, pick := range []uint16{0x80, 0x100} {
+		if _, err := Merge(data, pickEntries(pick)...); err == nil || errors.Is(err, ErrFormat) {
+			t.Errorf("Merge of %+v: %v, want an error other than ErrFormat", pickEntries(pick), err)
+		}
 	}
 }
