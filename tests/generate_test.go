@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/gpuctk/gpuctk/internal/pagecache"
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/sys/unix"
 )
 
 // TestGenerateBadInput runs the built gpuctk on broken hosts and configs:
@@ -169,5 +171,52 @@ func TestGenerateMainJob(t *testing.T) {
 		if err != nil || stdout.String() != "DEVICE  SPEC\n" || stderr.String() != want {
 			t.Errorf("cdi list of an empty folder (quiet %v): %v, stdout %q, stderr %q, want %q", quiet, err, stdout.String(), stderr.String(), want)
 		}
+	}
+}
+
+// TestGenerateWarmsHook: writing a spec reads the hook's file into the
+// page cache (as the refresh unit does at boot, before any container), and
+// a hook path that is not a file is a warning, not a failure.
+func TestGenerateWarmsHook(t *testing.T) {
+	dir := t.TempDir()
+	hook := filepath.Join(dir, "gpuctk-hook")
+	data, err := os.ReadFile(bin("gpuctk-hook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(hook, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Written back and dropped from the page cache, as after a reboot.
+	if err := pagecache.Drop(hook); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, all, err := pagecache.Resident(f, int64(len(data)))
+	f.Close()
+	if err != nil || in == all {
+		t.Fatalf("the hook's copy in %s stays in the page cache (%d of %d pages, %v): the test needs a disk-backed temp folder", dir, in, all, err)
+	}
+	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--hook-path", hook, "--output", filepath.Join(dir, "nvidia.yaml"))
+	f, err = os.Open(hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if in, all, err := pagecache.Resident(f, int64(len(data))); err != nil || in != all {
+		t.Errorf("after gpuctk cdi generate, %d of the hook's %d pages are in the page cache (%v)", in, all, err)
+	}
+
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--hook-path", fifo, "--output", filepath.Join(dir, "fifo.yaml"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "gpuctk: warning: "+fifo+": not a regular file: not read into the page cache ahead of the first container\n") {
+		t.Errorf("generate with a FIFO as hook path: %v\n%s", err, out)
 	}
 }
