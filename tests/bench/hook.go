@@ -193,3 +193,15 @@ func (h *hookRoot) reset(withCache bool) func() ([][]string, error) {
 func (h *hookRoot) hookJob(name string) job {
 	return job{name: name, stdin: h.state, env: h.call.env, cmds: [][]string{append([]string{h.call.path}, h.call.args[1:]...)}}
 }
+
+// copyFile copies the program at src to dst, making dst's folder.
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
