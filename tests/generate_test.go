@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -178,7 +179,18 @@ func TestGenerateMainJob(t *testing.T) {
 // page cache (as the refresh unit does at boot, before any container), and
 // a hook path that is not a file is a warning, not a failure.
 func TestGenerateWarmsHook(t *testing.T) {
-	dir := t.TempDir()
+	// Under the module's .cache, on its disk: /tmp is a tmpfs on many
+	// hosts, whose files never leave memory.
+	_, file, _, _ := runtime.Caller(0)
+	cache := filepath.Join(filepath.Dir(filepath.Dir(file)), ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(cache, "warm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	hook := filepath.Join(dir, "gpuctk-hook")
 	data, err := os.ReadFile(bin("gpuctk-hook"))
 	if err != nil {
@@ -197,8 +209,11 @@ func TestGenerateWarmsHook(t *testing.T) {
 	}
 	in, all, err := pagecache.Resident(f, int64(len(data)))
 	f.Close()
-	if err != nil || in == all {
-		t.Fatalf("the hook's copy in %s stays in the page cache (%d of %d pages, %v): the test needs a disk-backed temp folder", dir, in, all, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in == all {
+		t.Skipf("the file system of %s keeps every page of a file in memory (a tmpfs?): nothing for generate to read in", dir)
 	}
 	run(t, bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--hook-path", hook, "--output", filepath.Join(dir, "nvidia.yaml"))
 	f, err = os.Open(hook)
