@@ -36,15 +36,15 @@ func Merge(data []byte, entries ...Entry) ([]byte, error) {
 
 	// What Add removes: the image's entries with the key and flags of an
 	// added one.
-	keys := make(map[string]struct{}, len(entries))
+	keys := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		keys[e.Key] = struct{}{}
+		keys[e.Key] = true
 	}
 	keep := make([]int32, 0, v.n)
 	for i := range v.n {
-		if _, ok := keys[v.key(i)]; ok {
+		if key := v.key(i); keys[key] {
 			flags := v.flags(i)
-			if slices.ContainsFunc(entries, func(e Entry) bool { return e.Key == v.key(i) && e.Flags == flags }) {
+			if slices.ContainsFunc(entries, func(e Entry) bool { return e.Key == key && e.Flags == flags }) {
 				continue
 			}
 		}

@@ -104,13 +104,7 @@ func newHookRoot(work, name string, opts int, call *hookCall) (*hookRoot, error)
 	if err := fakehost.Rootfs(h.root, opts); err != nil {
 		return nil, fmt.Errorf("root file system %s: %w", name, err)
 	}
-	place := func(p string, data []byte) error {
-		dst := filepath.Join(h.root, p)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o755)
-	}
+	place := func(p string, data []byte) error { return writeProgram(filepath.Join(h.root, p), data) }
 	for l, soname := range call.libs {
 		obj, err := fakehost.SharedObject(soname)
 		if err != nil {
@@ -194,12 +188,17 @@ func (h *hookRoot) hookJob(name string) job {
 	return job{name: name, stdin: h.state, env: h.call.env, cmds: [][]string{append([]string{h.call.path}, h.call.args[1:]...)}}
 }
 
-// copyFile copies the program at src to dst, making dst's folder.
+// copyFile copies the program at src to dst (see writeProgram).
 func copyFile(src, dst string) error {
 	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
+	return writeProgram(dst, data)
+}
+
+// writeProgram writes data at dst, mode 0755, making dst's folder.
+func writeProgram(dst string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
