@@ -70,8 +70,8 @@ func Warm(path string) error {
 	if err := drop(f); err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(io.Discard, onlyReader{f}, buf); err != nil {
+	// io.Discard reads it in 8 KiB read(2) calls.
+	if _, err := io.Copy(io.Discard, f); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)
 	}
 	return nil
@@ -98,9 +98,3 @@ func drop(f *os.File) error {
 	}
 	return nil
 }
-
-// onlyReader hides *os.File's WriterTo, so that the copy reads with the
-// given buffer instead of sendfile or splice.
-type onlyReader struct{ r io.Reader }
-
-func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
