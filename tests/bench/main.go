@@ -36,7 +36,7 @@ func main() {
 	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
 	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
 	flag.BoolVar(&o.journal, "journal", true, "in the plugin section, time the pod pairs again with the kubelet's and containerd's folders on a journaled ext4 made in a file (mkfs.ext4, a loop mount)")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) and the tmpfs one under /dev/shm (gpuctk-bench-*) to look into")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work folder (roots, bundles, specs) and the tmpfs one under /dev/shm (gpuctk-bench-*) to look into; the hook roots are left as a run finds them")
 	flag.Parse()
 	if err := run(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -286,7 +286,15 @@ func (b *bench) hook() error {
 		}
 		b.r.memory("Peak memory (max RSS), gpuctk-hook, "+filepath.Base(root.bundle)+" root (merge)", "no-op process (cat)", s[0], s[1], 4<<10)
 	}
-
+	if b.o.keep {
+		// Kept roots as a run finds them (no links of the hook's, the
+		// image's own cache), to time the hook on by hand.
+		for _, root := range []*hookRoot{small, large, smallTmpfs, largeTmpfs, smallFiles, smallFilesTmpfs} {
+			if _, err := root.reset(true)(); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
