@@ -234,7 +234,9 @@ it. With driver-folder = false, runc mounts the 22 files and the hook
 makes the 22 other links. On this machine's root ext4 (no journal, a shared virtual
 disk) creating one takes from 15 µs to over 600 µs from one run to the
 next, for a plain symlink loop as much as for the hook (the figure measured just before the hook
-rows is given with the machine). The tmpfs rows give the hook's own cost.
+rows is given with the machine). The tmpfs rows give the hook's own cost;
+the floor row runs an empty static Go program in the hook's place (Go's
+start and exit, which those rows include, as the machine is in that run).
 Runtime rows time "create" of a busybox container with the real runc
 (deleted after each run, untimed), %d runs each, as a runc create varies
 by several milliseconds from run to run; the warm-cache and
