@@ -159,6 +159,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Fatalf("timed out waiting for %s", what)
 }
 
+// waitServing waits until the plugin listens on sock. The socket's file
+// is there from bind(2) on, before listen(2): a connection in between is
+// refused.
+func waitServing(t *testing.T, sock string) {
+	t.Helper()
+	waitFor(t, "the plugin's socket", func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
 func dial(t *testing.T, sock string) pb.DevicePluginClient {
 	t.Helper()
 	c, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -299,7 +313,7 @@ func runPlugin(t *testing.T, p *Plugin, dir, resource string) pb.DevicePlugin_Li
 		}
 	})
 	sock := filepath.Join(dir, socketName(resource))
-	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	waitServing(t, sock)
 	// A change that is not sent fails the test rather than hanging it.
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	t.Cleanup(scancel)
@@ -588,7 +602,7 @@ func TestHealth(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
-	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	waitServing(t, sock)
 	stream, err := dial(t, sock).ListAndWatch(ctx, &pb.Empty{})
 	if err != nil {
 		t.Fatal(err)
@@ -856,7 +870,7 @@ func TestXIDMarks(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
 	sock := filepath.Join(dir, "gpuctk-nvidia.com_gpu.sock")
-	waitFor(t, "the plugin's socket", func() bool { _, err := os.Stat(sock); return err == nil })
+	waitServing(t, sock)
 	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
 	defer scancel()
 	stream, err := dial(t, sock).ListAndWatch(sctx, &pb.Empty{})
