@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,6 +151,26 @@ func TestSetupHostileFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: "/etc/zero is a character device"},
+		// ldconfig is given the folders of the files that are fit: lines
+		// that read as its options ("-r" moves its root, "-C" its cache)
+		// stay folders, after "--".
+		{name: "ld.so.conf lines as ldconfig options", plant: func(t *testing.T, r string) {
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte("-r"+outside+"\n-C/host\ninclude /etc/fifo\n"), 0o644)
+			mkfifo(t, filepath.Join(r, "etc/fifo"))
+		}, want: "/etc/fifo is a FIFO"},
+		// Include patterns that match nothing read no file, yet each lists
+		// its folder: bounded in number, and in names matched in all.
+		{name: "ld.so.conf include patterns past the bound", plant: func(t *testing.T, r string) {
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte("include"+strings.Repeat(" /etc/x*", 300)+"\n"), 0o644)
+		}, want: "/etc/ld.so.conf has more than 256 include patterns"},
+		{name: "ld.so.conf include patterns over a large folder", plant: func(t *testing.T, r string) {
+			dir := filepath.Join(r, "etc/many")
+			os.MkdirAll(dir, 0o755)
+			for i := range 4000 {
+				os.WriteFile(filepath.Join(dir, strconv.Itoa(i)), nil, 0o644)
+			}
+			os.WriteFile(filepath.Join(r, "etc/ld.so.conf"), []byte("include"+strings.Repeat(" /etc/many/x*", 20)+"\n"), 0o644)
+		}, want: "its include patterns match against more than 65536 names in all"},
 		{name: "aux-cache FIFO", plant: func(t *testing.T, r string) {
 			mkfifo(t, filepath.Join(r, "var/cache/ldconfig/aux-cache"))
 		}},

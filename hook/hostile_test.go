@@ -285,3 +285,33 @@ func TestDetachProcShared(t *testing.T) {
 		t.Errorf("the procfs was unmounted in the test's namespace: %v", points)
 	}
 }
+
+// TestSetupLdConfProcFile: the runtime mounts the container's procfs in
+// the root before createContainer hooks, and masks /proc/kmsg only later.
+// An ld.so.conf that includes /proc/kmsg would block the hook's read until
+// the host logs 1 MiB, taking those messages from the host's own reader;
+// tracefs's trace_pipe blocks the same way. Files of the kernel's file
+// systems are refused as not regular: /proc/version stands for them here
+// (the same check, without taking anything from the host if it failed).
+func TestSetupLdConfProcFile(t *testing.T) {
+	fakehost.RequireRoot(t, "a procfs mounted in the container root")
+	b, root := bundle(t)
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/ld.so.conf"), []byte("include /proc/version\n"), 0o644)
+	proc := filepath.Join(root, "proc")
+	os.MkdirAll(proc, 0o555)
+	if err := unix.Mount("proc", proc, "proc", 0, ""); err != nil {
+		t.Fatalf("mount a procfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(proc, unix.MNT_DETACH) })
+	code, stderr := runHook(t, b, setupArgs...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "/proc/version is a file of the kernel's (file system type 0x9fa0), not a regular file; ldconfig reads the folders of the other files only"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q does not say %q", stderr, want)
+	}
+	if out := ldconfigP(t, root); !strings.Contains(out, "libcuda.so.1 (libc6,x86-64) => "+libDir+"/libcuda.so.1") {
+		t.Errorf("the cache lacks the driver:\n%s", out)
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
@@ -66,6 +68,9 @@ func readImageFile(root imageDir, name, shown string, max int64) ([]byte, error)
 	if err := check(st); err != nil {
 		return nil, err
 	}
+	if err := notPseudo(f, shown); err != nil {
+		return nil, err
+	}
 	// One read into a buffer of the size fstat gave, plus one byte to see
 	// the end (or a file that grew, which is refused past max).
 	data := make([]byte, 0, st.Size()+1)
@@ -87,6 +92,42 @@ func readImageFile(root imageDir, name, shown string, max int64) ([]byte, error)
 	}
 }
 
+// notPseudo refuses a file of the kernel's interfaces (procfs, sysfs,
+// tracefs and the like), which the image reaches through their mounts in
+// its root (the runtime mounts /proc there before createContainer hooks,
+// and masks its files only later): such a "regular file" of size 0 may
+// block its reader for good (/proc/kmsg, tracefs's trace_pipe) or take
+// from the host what its own readers wait for, and is no image's
+// configuration.
+func notPseudo(f *os.File, shown string) error {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var sfs unix.Statfs_t
+	var serr error
+	if err := conn.Control(func(fd uintptr) { serr = unix.Fstatfs(int(fd), &sfs) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("%s: %w", shown, serr)
+	}
+	switch uint64(sfs.Type) {
+	case unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.TRACEFS_MAGIC, unix.DEBUGFS_MAGIC,
+		unix.SECURITYFS_MAGIC, unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC, unix.BPF_FS_MAGIC,
+		unix.PSTOREFS_MAGIC, unix.EFIVARFS_MAGIC, unix.BINFMTFS_MAGIC, unix.SELINUX_MAGIC, unix.SMACK_MAGIC,
+		configfsMagic, fusectlMagic:
+		return fmt.Errorf("%s is a file of the kernel's (file system type %#x), %w", shown, uint64(sfs.Type), errNotRegular)
+	}
+	return nil
+}
+
+// File system types x/sys/unix does not name (linux/magic.h).
+const (
+	configfsMagic = 0x62656570
+	fusectlMagic  = 0x65735543
+)
+
 // Bounds on the image's ld.so.conf: ldconfig reads it and every file it
 // includes, with no limit on their kind, size, number or nesting (a file
 // that includes itself recurses until ldconfig crashes).
@@ -96,6 +137,8 @@ const (
 	maxConfDepth    = 8       // include nesting
 	maxConfDirNames = 4096    // names read from each folder an include globs
 	maxConfFolders  = 1024    // library folders named in all
+	maxConfPatterns = 256     // include patterns in all
+	maxConfMatched  = 1 << 16 // names matched against include patterns in all
 )
 
 // ldConf is what the hook found in the image's ld.so.conf.
@@ -106,12 +149,14 @@ type ldConf struct {
 	// file it includes would block it, or the whole is past the bounds);
 	// empty when it may.
 	Problem string
-	files   int
+	// files, patterns and matched count what the bounds above bound.
+	files, patterns, matched int
 }
 
 // readLdConf reads /etc/ld.so.conf and what it includes as ldconfig does
 // (comments from #, "include GLOB...", "hwcap" lines ignored, any other
-// line a folder), through readImageFile and within the bounds above.
+// line a folder, relative ones left out), through readImageFile and within
+// the bounds above.
 func readLdConf(root *os.Root) ldConf {
 	var c ldConf
 	c.read(root, "etc/ld.so.conf", 0)
@@ -158,6 +203,13 @@ func (c *ldConf) read(root *os.Root, name string, depth int) {
 		case line == "":
 		case word == "include" && rest != "":
 			for _, pattern := range strings.Fields(rest) {
+				// Each pattern is a folder's listing matched: a
+				// file of patterns matching nothing costs no file
+				// read, and is bounded here.
+				if c.patterns++; c.patterns > maxConfPatterns {
+					c.fail("/etc/ld.so.conf has more than %d include patterns", maxConfPatterns)
+					return
+				}
 				if !path.IsAbs(pattern) {
 					pattern = path.Join("/", path.Dir(name), pattern)
 				}
@@ -166,6 +218,10 @@ func (c *ldConf) read(root *os.Root, name string, depth int) {
 				}
 			}
 		case word == "hwcap":
+		case !path.IsAbs(line):
+			// Not a folder ldconfig builds a cache of ("relative path
+			// used to build cache" on its command line), and "-r/" or
+			// "-C/etc/shadow" read as its options there.
 		default:
 			if len(c.Folders) >= maxConfFolders {
 				c.fail("/etc/ld.so.conf names more than %d folders", maxConfFolders)
@@ -210,6 +266,10 @@ func (c *ldConf) glob(root *os.Root, pattern string) []string {
 	}
 	if len(names) > maxConfDirNames {
 		c.fail("/etc/ld.so.conf: include /%s: more than %d names in /%s", pattern, maxConfDirNames, dir)
+		return nil
+	}
+	if c.matched += len(names); c.matched > maxConfMatched {
+		c.fail("/etc/ld.so.conf: its include patterns match against more than %d names in all", maxConfMatched)
 		return nil
 	}
 	var out []string

@@ -47,11 +47,16 @@ func (s *setup) updateCache(ldconfig string, folders []string, l Limits) error {
 	// reads them first, within bounds, and where one is unfit gives
 	// ldconfig the folders of the others itself and "/" (always a folder,
 	// which reads as an empty file) as its configuration.
+	var dirs []string
 	if conf := s.ldConf(); conf.Problem != "" {
 		s.warn("%s; ldconfig reads the folders of the other files only", conf.Problem)
-		args = append(append(args, "-f", "/"), conf.Folders...)
+		args = append(args, "-f", "/")
+		dirs = conf.Folders
 	}
-	args = append(args, folders...)
+	// After "--": the image's lines are folders whatever they start with
+	// ("-r/" or "-C/etc/shadow" would otherwise be options, and ldconfig
+	// would write its cache over a host file).
+	args = append(append(append(args, "--"), dirs...), folders...)
 	if err := runLimited(ldconfig, args, s.c.Root, l); err != nil {
 		return err
 	}
