@@ -39,6 +39,24 @@ type request struct {
 	// for: injected when the spec has them (a host without graphics files
 	// has no capability-graphics), never an error when it does not.
 	optional []string
+	// annotated: the devices come from CDI annotations (a device plugin's),
+	// which name the capability devices the node gives themselves.
+	annotated bool
+}
+
+// wantsCapabilities reports whether NVIDIA_DRIVER_CAPABILITIES may add
+// capability devices of kind to r: only beside a device of kind that the
+// container's environment or mounts asked for. A capability device brings
+// the spec's common edits (the driver's control nodes, its files, the
+// hook), which a container that asked for another kind's devices, or for
+// none (NVIDIA_VISIBLE_DEVICES=none), must not get from a variable its
+// image sets; and where a device plugin's annotations name the devices,
+// the node decides the capabilities, not the pod.
+func (r *request) wantsCapabilities(kind string) bool {
+	if r.commonOnly || r.annotated {
+		return false
+	}
+	return slices.ContainsFunc(r.devices, func(d string) bool { return strings.HasPrefix(d, kind+"=") })
 }
 
 // maxDevices bounds the distinct devices one container may ask for: the
@@ -152,7 +170,7 @@ func fromAnnotations(annotations map[string]string) (*request, error) {
 		return nil, nil
 	}
 	slices.Sort(keys)
-	r := &request{source: "annotation " + keys[0]}
+	r := &request{source: "annotation " + keys[0], annotated: true}
 	if len(keys) > 1 {
 		r.source = "annotations " + list(keys)
 	}

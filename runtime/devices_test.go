@@ -57,10 +57,10 @@ func TestRequested(t *testing.T) {
 			wantErr: `"nvidia.com=0" is not a CDI device name`},
 		{name: "annotation", spec: specs.Spec{Process: env("1"), Annotations: map[string]string{
 			"cdi.k8s.io/gpu-plugin_0": "nvidia.com/gpu=mig-0", "io.kubernetes.cri.container-name": "c"}},
-			want: &request{source: "annotation cdi.k8s.io/gpu-plugin_0", devices: []string{"nvidia.com/gpu=mig-0"}}},
+			want: &request{source: "annotation cdi.k8s.io/gpu-plugin_0", devices: []string{"nvidia.com/gpu=mig-0"}, annotated: true}},
 		{name: "annotations in key order", spec: specs.Spec{Annotations: map[string]string{
 			"cdi.k8s.io/b": "nvidia.com/gpu=1", "cdi.k8s.io/a": "nvidia.com/gpu=0,nvidia.com/gpu=1"}},
-			want: &request{source: "annotations cdi.k8s.io/a, cdi.k8s.io/b", devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=1"}}},
+			want: &request{source: "annotations cdi.k8s.io/a, cdi.k8s.io/b", devices: []string{"nvidia.com/gpu=0", "nvidia.com/gpu=1"}, annotated: true}},
 		{name: "annotation short name", spec: specs.Spec{Annotations: map[string]string{"cdi.k8s.io/x": "mig-0"}},
 			wantErr: `annotation cdi.k8s.io/x: "mig-0" is not a fully qualified CDI device name`},
 		{name: "mounts", spec: specs.Spec{Process: env(), Mounts: []specs.Mount{

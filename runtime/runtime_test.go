@@ -624,3 +624,60 @@ func TestCreateKeepsUntouchedMembers(t *testing.T) {
 		t.Errorf("members moved:\n%s", after)
 	}
 }
+
+// TestCreateCapabilitiesNeedADevice: NVIDIA_DRIVER_CAPABILITIES adds
+// capability devices only beside a device of the kind that the container's
+// environment or mounts asked for. A capability device brings the spec's
+// common edits (the driver's control nodes, its files, the hook), so a
+// container given another kind's device by annotation, with the variable
+// set by its image, would get the driver's nodes it never asked for; and
+// where a device plugin's annotations name the devices, the node decides
+// the capabilities (they are among the annotated devices), not the pod.
+func TestCreateCapabilitiesNeedADevice(t *testing.T) {
+	specDir := t.TempDir()
+	gpus, err := os.ReadFile("../cdi/testdata/dgx-h100-mig.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(specDir, "nvidia.yaml"), gpus, 0o644)
+	os.WriteFile(filepath.Join(specDir, "nic.yaml"), []byte(`cdiVersion: "0.5.0"
+kind: "example.com/nic"
+devices:
+  - name: "nic0"
+    containerEdits:
+      env: ["NIC=0"]
+`), 0o644)
+	caps := func(v string) string { return CapabilitiesVar + "=" + v }
+	for _, tc := range []struct {
+		name    string
+		env     []string
+		annot   map[string]string
+		display bool // the display capability's files
+		driver  bool // the driver's control node
+	}{
+		{"a GPU from the environment, display", []string{EnvVar + "=0", caps("display")}, nil, true, true},
+		{"another kind's device by annotation, display", []string{caps("display")}, map[string]string{"cdi.k8s.io/nic": "example.com/nic=nic0"}, false, false},
+		{"another kind's device by annotation, all, and the variable naming a GPU ignored", []string{EnvVar + "=0", caps("all")}, map[string]string{"cdi.k8s.io/nic": "example.com/nic=nic0"}, false, false},
+		{"a GPU by annotation, the pod's display", []string{caps("display")}, map[string]string{"cdi.k8s.io/plugin": "nvidia.com/gpu=0"}, false, true},
+		{"a GPU and display by annotation", nil, map[string]string{"cdi.k8s.io/plugin": "nvidia.com/gpu=0,nvidia.com/gpu=capability-display"}, true, true},
+		{"no device, display", []string{EnvVar + "=none", caps("display")}, nil, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, func(s *specs.Spec) {
+				s.Process.Env = append(s.Process.Env, tc.env...)
+				s.Annotations = tc.annot
+			})
+			f.rt.cfg.CDI.SpecDirs = []string{specDir}
+			if err := f.rt.Run([]string{"create", "--bundle", f.bundle, "ctr1"}); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := os.ReadFile(f.config)
+			if got := strings.Contains(string(out), "nvidia_drv.so"); got != tc.display {
+				t.Errorf("display files in config.json: %v, want %v", got, tc.display)
+			}
+			if got := strings.Contains(string(out), "/dev/nvidiactl"); got != tc.driver {
+				t.Errorf("/dev/nvidiactl in config.json: %v, want %v", got, tc.driver)
+			}
+		})
+	}
+}
