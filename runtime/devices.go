@@ -45,18 +45,16 @@ type request struct {
 }
 
 // wantsCapabilities reports whether NVIDIA_DRIVER_CAPABILITIES may add
-// capability devices of kind to r: only beside a device of kind that the
-// container's environment or mounts asked for. A capability device brings
-// the spec's common edits (the driver's control nodes, its files, the
-// hook), which a container that asked for another kind's devices, or for
-// none (NVIDIA_VISIBLE_DEVICES=none), must not get from a variable its
-// image sets; and where a device plugin's annotations name the devices,
-// the node decides the capabilities, not the pod.
-func (r *request) wantsCapabilities(kind string) bool {
-	if r.commonOnly || r.annotated {
-		return false
-	}
-	return slices.ContainsFunc(r.devices, func(d string) bool { return strings.HasPrefix(d, kind+"=") })
+// capability devices to r: only beside the devices the container's
+// environment or mounts asked for, which are all of the spec's kind
+// (qualify refuses others there). A capability device brings the spec's
+// common edits (the driver's control nodes, its files, the hook), which a
+// container that asked for another kind's devices, or for none
+// (NVIDIA_VISIBLE_DEVICES=none), must not get from a variable its image
+// sets; and where a device plugin's annotations name the devices, the node
+// decides the capabilities, not the pod.
+func (r *request) wantsCapabilities() bool {
+	return !r.commonOnly && !r.annotated
 }
 
 // maxDevices bounds the distinct devices one container may ask for: the

@@ -234,7 +234,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		log.Debugf("create %s: no device requested; %s passed through", inv.id, path)
 		return nil
 	}
-	if req.wantsCapabilities(kind) {
+	if req.wantsCapabilities() {
 		var unknown []string
 		req.optional, unknown = capabilities(&asked, kind)
 		if len(unknown) > 0 {
