@@ -43,7 +43,8 @@ func mpsDir(t *testing.T, record string) string {
 
 func listen(t *testing.T, path string) {
 	t.Helper()
-	ln, err := net.Listen("unix", path)
+	// The real daemon's socket type.
+	ln, err := net.Listen("unixpacket", path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,9 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	pid := m.pid(d)
 	if pid > 0 && rec.MountNS != 0 {
 		ino, err := peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second)
+		for try := 1; errors.Is(err, peer.ErrNotDaemon) && try < viewTries; try++ {
+			ino, err = peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("its control socket: %w", err)
 		}
@@ -118,9 +121,9 @@ func (m *Manager) stop(ctx context.Context, ctl string, d *offer.Share) (Result,
 	defer cancel()
 	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
 	if ctl != "" && m.answers(ctx, ctl, d) {
-		// quit goes to whatever holds the socket's name by then: a tenant
-		// running as root can take it away meanwhile. A daemon that did
-		// not get it is killed below, as one that ignored it.
+		// A tenant running as root can take the socket away meanwhile: a
+		// daemon that did not get quit is killed below, as one that
+		// ignored it.
 		m.control(ctx, ctl, d, "quit")
 		r.Action = "stopped"
 	}
@@ -191,39 +194,49 @@ func (m *Manager) env(d *offer.Share, daemon bool) []string {
 	return env
 }
 
+// viewTries bounds how often control checks the pipe folder afresh when
+// a name there held something other than the daemon's socket (a tenant
+// swapping names): each try is a new check.
+const viewTries = 10
+
 // control sends one command to a device's daemon through the control
-// binary's client mode and returns the answer.
+// binary's client mode and returns the answer. The client runs with a
+// private view of the pipe folder (see pipeView): it can reach only the
+// sockets checked to be the recorded daemon's.
 func (m *Manager) control(ctx context.Context, ctl string, d *offer.Share, command string) (string, error) {
+	rec, err := m.readRecord(d.UUID())
+	if err != nil {
+		return "", fmt.Errorf("MPS state: %w", err)
+	}
+	view := func() error {
+		return pipeView(d.PipeDir(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode})
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ctl)
-	cmd.Env = m.env(d, false)
-	cmd.Dir = "/"
-	cmd.Stdin = strings.NewReader(command + "\n")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		if s := strings.TrimSpace(stderr.String() + stdout.String()); s != "" {
-			err = fmt.Errorf("%w: %s", err, firstLine(s))
+	for try := 1; ; try++ {
+		cmd := exec.CommandContext(ctx, ctl)
+		cmd.Env = m.env(d, false)
+		cmd.Dir = "/"
+		cmd.Stdin = strings.NewReader(command + "\n")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.WaitDelay = time.Second
+		_, err := inMountNamespace(view, cmd.Run)
+		if errors.Is(err, peer.ErrNotDaemon) && try < viewTries && ctx.Err() == nil {
+			continue
 		}
-		return "", fmt.Errorf("%s: %q: %w", ctl, command, err)
+		if err != nil {
+			if s := strings.TrimSpace(stderr.String() + stdout.String()); s != "" {
+				err = fmt.Errorf("%w: %s", err, firstLine(s))
+			}
+			return "", fmt.Errorf("%s: %q: %w", ctl, command, err)
+		}
+		return strings.TrimSpace(stdout.String()), nil
 	}
-	return strings.TrimSpace(stdout.String()), nil
 }
 
 // answers reports whether the device's daemon answers a query.
 func (m *Manager) answers(ctx context.Context, ctl string, d *offer.Share) bool {
-	// The control binary connects to whatever is at the socket's name;
-	// it is asked only once that name is known to be the daemon's own
-	// socket, not one a tenant planted.
-	rec, err := m.readRecord(d.UUID())
-	if err != nil {
-		return false
-	}
-	if err := peer.Check(d.ControlSocket(), peer.Record{PID: rec.PID, MountNS: rec.MountNS, Socket: rec.ControlInode}, time.Second); err != nil {
-		return false
-	}
 	out, err := m.control(ctx, ctl, d, "get_default_active_thread_percentage")
 	if err != nil {
 		return false

@@ -160,12 +160,24 @@ func alive(pid int) bool {
 	return pid > 0 && isControl(pid, "")
 }
 
+// shortTempDir returns a new folder short enough for a daemon's sockets
+// under it (t.TempDir's are named after the test, and long).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "mps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // newManager returns a Manager on a fresh state root whose daemons are
 // stopped when the test ends.
 func newManager(t *testing.T, driverRoot string, opts ...Option) (*Manager, string) {
 	t.Helper()
 	fakehost.RequireRoot(t, "tmpfs mounts, mount namespaces")
-	state := t.TempDir()
+	state := shortTempDir(t)
 	m := New(append([]Option{WithDriverRoot(driverRoot), WithStateRoot(state), WithShmSize(64 << 20), WithTimeout(10 * time.Second)}, opts...)...)
 	t.Cleanup(func() {
 		// t.Context is cancelled before cleanups run.
@@ -257,7 +269,7 @@ func TestManagerLifecycle(t *testing.T) {
 			t.Errorf("%s: control.log: %q, %v", tc.d, log, err)
 		}
 		// The socket answers, as the hook checks it.
-		c, err := net.Dial("unix", filepath.Join(tc.d.PipeDir(), "control"))
+		c, err := net.Dial("unixpacket", filepath.Join(tc.d.PipeDir(), "control"))
 		if err != nil {
 			t.Errorf("%s: control socket: %v", tc.d, err)
 		} else {
@@ -441,7 +453,7 @@ func TestManagerDaemonFails(t *testing.T) {
 
 func TestComputeModeSharedGPU(t *testing.T) {
 	modes := newFakeModes()
-	state := t.TempDir()
+	state := shortTempDir(t)
 	m := New(WithStateRoot(state), WithComputeModer(modes))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"4:0", "4:1"}, Strategy: config.MPS, Replicas: 2},
 		config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})

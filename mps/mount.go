@@ -47,14 +47,28 @@ func isMountPoint(path string) bool {
 // inShmNamespace runs fn on a thread in a new mount namespace where shm is
 // mounted on /dev/shm, so a process fn starts (the daemon) and its
 // children see that tmpfs as /dev/shm. It returns the namespace's
-// inode number, by which the daemon is told from any other process. Nothing done in the namespace
-// propagates to the host, and the namespace lives as long as the daemon.
+// inode number, by which the daemon is told from any other process. The
+// namespace lives as long as the daemon.
+func inShmNamespace(shm string, fn func() error) (uint64, error) {
+	return inMountNamespace(func() error {
+		if err := unix.Mount(shm, "/dev/shm", "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("mount %s on /dev/shm: %w", shm, err)
+		}
+		return nil
+	}, fn)
+}
+
+// inMountNamespace runs setup, then fn, on a thread in a new mount
+// namespace whose mounts are the host's, as slaves: what setup mounts
+// there, and what a process fn starts sees, never propagates to the host.
+// It returns the namespace's inode number. The namespace ends with the
+// last process in it.
 //
 // The thread goes back to the host's namespace before the goroutine ends,
 // and stays locked so Go discards it rather than reuse a thread whose
 // file-system attributes are no longer shared: were it the main thread,
-// which Go keeps, /proc/self would otherwise show the daemon's mounts.
-func inShmNamespace(shm string, fn func() error) (uint64, error) {
+// which Go keeps, /proc/self would otherwise show the namespace's mounts.
+func inMountNamespace(setup, fn func() error) (uint64, error) {
 	type result struct {
 		ns  uint64
 		err error
@@ -83,8 +97,8 @@ func inShmNamespace(shm string, fn func() error) (uint64, error) {
 			errc <- result{err: fmt.Errorf("make mounts private: %w", err)}
 			return
 		}
-		if err := unix.Mount(shm, "/dev/shm", "", unix.MS_BIND, ""); err != nil {
-			errc <- result{err: fmt.Errorf("mount %s on /dev/shm: %w", shm, err)}
+		if err := setup(); err != nil {
+			errc <- result{err: err}
 			return
 		}
 		var st unix.Stat_t

@@ -534,8 +534,8 @@ func TestManagerRecordsCheckedSocket(t *testing.T) {
 		"case \"$cmd\" in\n"+
 		"set_*) touch \"$CUDA_MPS_LOG_DIRECTORY/configured\" ;;\n"+
 		"get_*) [ -e \"$CUDA_MPS_LOG_DIRECTORY/configured\" ] || exit 0\n"+
-		"  touch \"$CUDA_MPS_PIPE_DIRECTORY/swap\"\n"+
-		"  i=0; while [ ! -e \"$CUDA_MPS_PIPE_DIRECTORY/swapped\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done ;;\n"+
+		"  touch \"$CUDA_MPS_LOG_DIRECTORY/swap\"\n"+
+		"  i=0; while [ ! -e \"$CUDA_MPS_LOG_DIRECTORY/swapped\" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done ;;\n"+
 		"esac\n", double(t))
 	m, state := newManager(t, driverRootWith(t, script), WithTimeout(2*time.Second))
 	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
@@ -546,7 +546,7 @@ func TestManagerRecordsCheckedSocket(t *testing.T) {
 	var planted unix.Stat_t
 	go func() {
 		for i := 0; ; i++ {
-			if _, err := os.Stat(filepath.Join(pipe, "swap")); err == nil {
+			if _, err := os.Stat(filepath.Join(devs[0].LogDir(), "swap")); err == nil {
 				break
 			}
 			if i == 500 {
@@ -582,7 +582,7 @@ func TestManagerRecordsCheckedSocket(t *testing.T) {
 			tenant <- err
 			return
 		}
-		tenant <- os.WriteFile(filepath.Join(pipe, "swapped"), nil, 0o644)
+		tenant <- os.WriteFile(filepath.Join(devs[0].LogDir(), "swapped"), nil, 0o644)
 	}()
 	_, err := m.Start(t.Context(), devs)
 	if err := <-tenant; err != nil {

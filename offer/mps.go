@@ -3,6 +3,7 @@ package offer
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/gpuctk/gpuctk/config"
 )
@@ -67,7 +68,8 @@ func checkMPS(s *Share, e *config.Sharing) error {
 	case mem > 0 && limit > mem:
 		fail("pinned-memory-limit is %dMiB: the device has only %dMiB", limit, mem)
 	}
-	if sock := s.ControlSocket(); len(sock) > maxSocketPath {
+	// control_privileged is the longest name the daemon binds there.
+	if sock := filepath.Join(s.PipeDir(), "control_privileged"); len(sock) > maxSocketPath {
 		fail("its control socket %s is %d bytes long, over the %d a unix socket allows: choose a shorter [mps] state-root", sock, len(sock), maxSocketPath)
 	}
 	return errors.Join(errs...)

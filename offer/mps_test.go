@@ -101,7 +101,7 @@ func TestMPSRules(t *testing.T) {
 			cfg := &config.Config{Sharing: []config.Sharing{tc.e}, MPS: config.MPSConfig{StateRoot: tc.stateRoot}}
 			if tc.name == "control socket path too long" {
 				cfg.MPS.StateRoot = long + strings.Repeat("y", 40)
-				tc.want = at + "MPS device GPU 0 (GPU-a): its control socket " + cfg.MPS.StateRoot + "/GPU-a/pipe/control is 124 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"
+				tc.want = at + "MPS device GPU 0 (GPU-a): its control socket " + cfg.MPS.StateRoot + "/GPU-a/pipe/control_privileged is 135 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"
 			}
 			_, err := Resolve(mpsHost(), cfg)
 			if tc.want == "" {

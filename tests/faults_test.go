@@ -40,7 +40,7 @@ replicas = 2
 [mps]
 state-root = %q
 shm-size = "16MiB"
-`, t.TempDir()))
+`, shortStateRoot(t)))
 	mpsArgs := func(sub string, extra ...string) []string {
 		return append([]string{"mps", sub, "--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot}, extra...)
 	}

@@ -67,7 +67,7 @@ func TestGenerateBadInput(t *testing.T) {
 		}, `simulated host "a100-typo" is not known: use one of`},
 		{"MPS state root too long, as mps start refuses it", func(t *testing.T) []string {
 			return []string{"--simulate", "dgx-a100", "--config", writeConfig(t, "[mps]\nstate-root = \""+longStateRoot+"\"\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n")}
-		}, "[[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): its control socket " + longStateRoot + "/" + dgxGPU0 + "/pipe/control is 127 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
+		}, "[[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): its control socket " + longStateRoot + "/" + dgxGPU0 + "/pipe/control_privileged is 138 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
 		{"bad format", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--format", "xml"}
 		}, `format "xml" is not known: use yaml or json`},

@@ -91,16 +91,21 @@ type mpsEnv struct {
 	config, driverRoot, stateRoot string
 }
 
-func newMPSEnv(t *testing.T, configText string) *mpsEnv {
+// shortStateRoot returns a new MPS state root: a daemon's socket paths
+// must fit in 107 bytes, and t.TempDir's folders carry the test's name.
+func shortStateRoot(t *testing.T) string {
 	t.Helper()
-	// A short state root: a control socket's path must fit in 107 bytes,
-	// and t.TempDir's folders carry the test's name.
 	state, err := os.MkdirTemp("", "mps")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(state) })
-	e := &mpsEnv{driverRoot: mpsDriverRoot(t), stateRoot: state}
+	return state
+}
+
+func newMPSEnv(t *testing.T, configText string) *mpsEnv {
+	t.Helper()
+	e := &mpsEnv{driverRoot: mpsDriverRoot(t), stateRoot: shortStateRoot(t)}
 	e.config = filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(e.config, []byte(configText), 0o644); err != nil {
 		t.Fatal(err)
@@ -271,7 +276,7 @@ func TestMPSBadInput(t *testing.T) {
 			"driver root /nonexistent: nvidia-cuda-mps-control is not in /usr/bin, /usr/sbin, /bin, /sbin, /usr/local/bin, /usr/local/nvidia/bin: install the driver's MPS binaries or pass the right --driver-root"},
 		{"state root too long for the control socket", "dgx-a100", entry(`"0"`, 2, ""), []string{"--state-root", longStateRoot},
 			"config %s: [[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): its control socket " + longStateRoot + "/" + dgxGPU0 +
-				"/pipe/control is 127 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
+				"/pipe/control_privileged is 138 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
 		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
 			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
 	} {
@@ -310,7 +315,7 @@ const insideMPS = `env | grep ^CUDA_MPS_ | sort; ` +
 func TestPodmanMPS(t *testing.T) {
 	driverRoot, _ := fakeDriverRoot(t, "dgx-a100")
 	installMPSDouble(t, driverRoot)
-	state := t.TempDir()
+	state := shortStateRoot(t)
 	// Replicas get every name, so a client asking by UUID or G:M finds
 	// its daemon too.
 	cfg := writeConfig(t, fmt.Sprintf(`

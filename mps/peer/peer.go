@@ -33,6 +33,17 @@ type Record struct {
 	Socket uint64 `json:"controlInode,omitempty"`
 }
 
+// ErrNotDaemon is what the errors of Check, Socket and SocketFD match
+// (errors.Is) when the name holds something other than the daemon's
+// socket: another socket, or not a socket. A tenant that swaps names in
+// the pipe folder causes them; a check made afresh may pass.
+var ErrNotDaemon = errors.New("not the daemon's socket")
+
+type notDaemon string
+
+func (e notDaemon) Error() string        { return string(e) }
+func (e notDaemon) Is(target error) bool { return target == ErrNotDaemon }
+
 // maxRecord bounds what ReadRecord reads: a record is well under 4 KiB.
 const maxRecord = 1 << 20
 
@@ -90,38 +101,42 @@ func Socket(path string, rec Record, timeout time.Duration) (uint64, error) {
 		return 0, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer unix.Close(fd)
+	return SocketFD(fd, path, rec, timeout)
+}
+
+// SocketFD checks, as Socket does, the file that fd (opened with O_PATH,
+// not following a link) holds, named path in messages, and returns its
+// inode number. The caller keeps fd: whatever it does with it afterwards
+// (a bind mount) reaches the socket checked, not what holds its name.
+func SocketFD(fd int, path string, rec Record, timeout time.Duration) (uint64, error) {
+	if rec.MountNS == 0 {
+		return 0, errors.New("no daemon is recorded")
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return 0, fmt.Errorf("%s is not a socket", path)
+		return 0, notDaemon(fmt.Sprintf("%s is not a socket", path))
 	}
 	if rec.Socket != 0 && st.Ino != rec.Socket {
-		return 0, fmt.Errorf("%s is not the daemon's socket", path)
+		return 0, notDaemon(fmt.Sprintf("%s is not the daemon's socket", path))
 	}
-	sock, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("connect to %s: %w", path, err)
+	// nvidia-cuda-mps-control listens on SOCK_SEQPACKET sockets. A
+	// listener of another type refuses that with EPROTOTYPE; a stream one
+	// is tried next (a driver that used one would still be found), and
+	// like any listener judged by its peer.
+	sock, err := connect(fd, unix.SOCK_SEQPACKET, timeout)
+	if errors.Is(err, unix.EPROTOTYPE) {
+		sock, err = connect(fd, unix.SOCK_STREAM, timeout)
 	}
-	defer unix.Close(sock)
-	// A listener whose backlog is full keeps connect waiting: for at most
-	// the send timeout, which Linux applies to a unix socket's connect.
-	tv := unix.NsecToTimeval(max(timeout, time.Millisecond).Nanoseconds())
-	if err := unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-		return 0, fmt.Errorf("connect to %s: %w", path, err)
-	}
-	// Connecting through the descriptor reaches the socket just checked,
-	// whatever replaces the name meanwhile.
-	err = ignoringEINTR(func() error {
-		return unix.Connect(sock, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(fd)})
-	})
 	if errors.Is(err, unix.EAGAIN) {
 		err = fmt.Errorf("no answer within %v", timeout)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("connect to %s: %w", path, err)
 	}
+	defer unix.Close(sock)
 	cred, err := unix.GetsockoptUcred(sock, unix.SOL_SOCKET, unix.SO_PEERCRED)
 	if err != nil {
 		return 0, fmt.Errorf("%s: SO_PEERCRED: %w", path, err)
@@ -134,6 +149,31 @@ func Socket(path string, rec Record, timeout time.Duration) (uint64, error) {
 		}
 	}
 	return st.Ino, nil
+}
+
+// connect connects a new socket of type typ to the socket fd holds.
+// Through the descriptor, it reaches the socket fd holds, whatever
+// replaces its name meanwhile.
+func connect(fd, typ int, timeout time.Duration) (int, error) {
+	sock, err := unix.Socket(unix.AF_UNIX, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	// A listener whose backlog is full keeps connect waiting: for at most
+	// the send timeout, which Linux applies to a unix socket's connect.
+	tv := unix.NsecToTimeval(max(timeout, time.Millisecond).Nanoseconds())
+	if err := unix.SetsockoptTimeval(sock, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		unix.Close(sock)
+		return -1, err
+	}
+	err = ignoringEINTR(func() error {
+		return unix.Connect(sock, &unix.SockaddrUnix{Name: "/proc/self/fd/" + strconv.Itoa(fd)})
+	})
+	if err != nil {
+		unix.Close(sock)
+		return -1, err
+	}
+	return sock, nil
 }
 
 func ignoringEINTR(f func() error) error {
@@ -152,12 +192,12 @@ func check(pid int, rec Record) error {
 		return fmt.Errorf("its listener (pid %d): %w", pid, err)
 	}
 	if st.Ino != rec.MountNS {
-		return fmt.Errorf("its listener (pid %d) is not in the daemon's mount namespace", pid)
+		return notDaemon(fmt.Sprintf("its listener (pid %d) is not in the daemon's mount namespace", pid))
 	}
 	if rec.PID == 0 || pid == rec.PID || parent(pid) == rec.PID {
 		return nil
 	}
-	return fmt.Errorf("its listener (pid %d) is not the daemon (pid %d)", pid, rec.PID)
+	return notDaemon(fmt.Sprintf("its listener (pid %d) is not the daemon (pid %d)", pid, rec.PID))
 }
 
 // parent returns pid's parent, 0 when unknown.

@@ -2,12 +2,15 @@
 // machines without a GPU. Tests build it and install it into a fake driver
 // root as usr/bin/nvidia-cuda-mps-control.
 //
-// Like the real binary, `-d` starts a daemon that listens on the unix
-// socket control in $CUDA_MPS_PIPE_DIRECTORY (default /tmp/nvidia-mps),
-// writes its pid to nvidia-cuda-mps-control.pid there and logs to
-// control.log in $CUDA_MPS_LOG_DIRECTORY (default /var/log/nvidia-mps);
-// without -d it sends each line of stdin to the daemon as a command and
-// prints the answers. It knows set_default_active_thread_percentage,
+// Like the real binary, `-d` starts a daemon that listens on the
+// SOCK_SEQPACKET unix sockets control (for any user) and
+// control_privileged (for root) in $CUDA_MPS_PIPE_DIRECTORY (default
+// /tmp/nvidia-mps), writes its pid to nvidia-cuda-mps-control.pid there and
+// logs to control.log in $CUDA_MPS_LOG_DIRECTORY (default
+// /var/log/nvidia-mps); without -d it sends each line of stdin to the
+// daemon as a command and prints the answers: the commands that change the
+// daemon (set_*, quit) through control_privileged, the others through
+// control. It knows set_default_active_thread_percentage,
 // get_default_active_thread_percentage, set_default_device_pinned_mem_limit,
 // get_default_device_pinned_mem_limit and quit.
 //
@@ -81,6 +84,9 @@ func pipeDir() string { return getenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mp
 func logDir() string  { return getenv("CUDA_MPS_LOG_DIRECTORY", "/var/log/nvidia-mps") }
 func socket() string  { return filepath.Join(pipeDir(), "control") }
 
+// privileged is the socket for the commands that change the daemon.
+func privileged() string { return filepath.Join(pipeDir(), "control_privileged") }
+
 func getenv(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -91,7 +97,7 @@ func getenv(k, def string) string {
 // daemonise starts the daemon in its own session and returns at once, as
 // the real -d does: the daemon is not answering yet when it returns.
 func daemonise() error {
-	if c, err := net.Dial("unix", socket()); err == nil {
+	if c, err := net.Dial("unixpacket", socket()); err == nil {
 		c.Close()
 		return errors.New("An instance of this daemon is already running")
 	}
@@ -113,6 +119,7 @@ type daemon struct {
 	rec    Record
 	log    *os.File
 	ln     net.Listener
+	priv   net.Listener
 	marker string
 }
 
@@ -128,11 +135,19 @@ func serve() error {
 		return err
 	}
 	os.Remove(socket())
-	ln, err := net.Listen("unix", socket())
+	ln, err := net.Listen("unixpacket", socket())
 	if err != nil {
 		return err
 	}
-	d := &daemon{log: logf, ln: ln, marker: filepath.Join("/dev/shm", Marker)}
+	os.Remove(privileged())
+	priv, err := net.Listen("unixpacket", privileged())
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(privileged(), 0o755); err != nil {
+		return err
+	}
+	d := &daemon{log: logf, ln: ln, priv: priv, marker: filepath.Join("/dev/shm", Marker)}
 	d.rec = Record{
 		PID:                    os.Getpid(),
 		CUDAVisibleDevices:     os.Getenv("CUDA_VISIBLE_DEVICES"),
@@ -160,6 +175,11 @@ func serve() error {
 		<-sig
 		d.exit()
 	}()
+	go d.accept(priv)
+	return d.accept(ln)
+}
+
+func (d *daemon) accept(ln net.Listener) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -246,6 +266,7 @@ func arg(cmd []string, i int) string {
 // exit stops listening and removes the socket, pid file and marker.
 func (d *daemon) exit() {
 	d.ln.Close()
+	d.priv.Close()
 	os.Remove(filepath.Join(pipeDir(), pidFile))
 	os.Remove(d.marker)
 	d.logf("Exit")
@@ -260,7 +281,11 @@ func client(in io.Reader, out io.Writer) error {
 		if line == "" {
 			continue
 		}
-		c, err := net.Dial("unix", socket())
+		path := socket()
+		if f := strings.Fields(line); f[0] == "quit" || strings.HasPrefix(f[0], "set_") {
+			path = privileged()
+		}
+		c, err := net.Dial("unixpacket", path)
 		if err != nil {
 			return errors.New("Cannot find MPS control daemon process")
 		}
