@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 // Device carries out MIG changes on the GPUs of a host, named by UUID:
@@ -124,18 +126,17 @@ func (a *applier) checkMPS(g GPUPlan) error {
 		if err != nil {
 			continue
 		}
-		// The fields of mps.Device that matter here; decoding into a
-		// local type keeps package mps, which links NVML, out of mig.
-		var rec struct {
-			Name       string `json:"name"`
-			ParentUUID string `json:"parentUUID"`
-		}
+		// Package mps records the device it serves as an offer.Share
+		// (and the daemon's pid, which does not matter here); package
+		// mps itself links NVML, which mig must not.
+		var rec offer.Share
 		if err := json.Unmarshal(data, &rec); err != nil {
 			return fmt.Errorf("MPS state %s: %w", path, err)
 		}
-		if rec.ParentUUID == g.UUID {
-			return fmt.Errorf("GPU %d (%s): an MPS daemon serves %s (%s): stop it with gpuctk mps stop before changing the GPU's MIG layout; nothing was changed", g.Index, g.UUID, rec.Name, path)
+		if rec.GPU == nil || rec.GPU.UUID != g.UUID {
+			continue
 		}
+		return fmt.Errorf("GPU %d (%s): an MPS daemon serves %s (%s): stop it with gpuctk mps stop before changing the GPU's MIG layout; nothing was changed", g.Index, g.UUID, rec.Device, path)
 	}
 	return nil
 }

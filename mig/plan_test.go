@@ -348,15 +348,6 @@ func TestRefuseBusy(t *testing.T) {
 	}{
 		{"processes", func(s *Simulator) Device { return busy{s} }, nil,
 			"GPU 0 (GPU-13fe3248-4da8-65f8-e972-3f15eef51793): 2 compute processes (pids 100, 101): stop them before changing its MIG layout; nothing was changed"},
-		{"MPS daemon", func(s *Simulator) Device { return s }, func(t *testing.T, h *inventory.Host) []ApplyOption {
-			root := t.TempDir()
-			m := h.GPUs[5].MIG[1]
-			dir := filepath.Join(root, m.UUID)
-			os.Mkdir(dir, 0o755)
-			rec := fmt.Sprintf(`{"name": "mig-8", "gpuIndex": 5, "migIndex": 1, "uuid": %q, "parentUUID": %q}`, m.UUID, h.GPUs[5].UUID)
-			os.WriteFile(filepath.Join(dir, "device.json"), []byte(rec), 0o644)
-			return []ApplyOption{WithMPSStateRoot(root)}
-		}, "GPU 5 (GPU-e4260e38-b731-4f6f-8826-e1320234be3a): an MPS daemon serves mig-8 ("},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := simulator(t, "dgx-a100")

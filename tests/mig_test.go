@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -277,5 +278,31 @@ func TestMIGApplyNVML(t *testing.T) {
 	}
 	if strings.Join(theirs, " ") != strings.Join(ours, " ") || len(ours) != 64 {
 		t.Errorf("nvidia-ctk offers MIG devices %v;\ngpuctk offers %v", theirs, ours)
+	}
+}
+
+// A GPU that an MPS daemon serves keeps its MIG layout: apply refuses it,
+// changing no GPU, until `gpuctk mps stop`.
+func TestMIGApplyRefusesMPSDevice(t *testing.T) {
+	host := simulatedProfile(t, "dgx-a100")
+	state := shortStateRoot(t)
+	e := newMPSEnv(t, fmt.Sprintf("[mps]\nstate-root = %q\n\n[[sharing]]\ndevices = [\"mig-0\"]\nstrategy = \"mps\"\nreplicas = 2\n", state))
+	e.stateRoot = state
+	run(t, bin("gpuctk"), e.args("start", host)...)
+	before, err := os.ReadFile(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := []string{"mig", "apply", "--config", e.config, "-c", "all-balanced", "--simulate", host, "--output", filepath.Join(t.TempDir(), "nvidia.yaml")}
+	_, errs, code := runResult(t, bin("gpuctk"), apply...)
+	if want := "GPU 4 (GPU-6f55addc-717f-2b39-544e-c541eb7357da): an MPS daemon serves MIG device mig-0 (GPU 4, 1g.5gb) ("; code != 1 || !strings.Contains(errs, want) || !strings.Contains(errs, "stop it with gpuctk mps stop") {
+		t.Fatalf("apply with a daemon running: exit %d, %q; want 1 and %q", code, errs, want)
+	}
+	if after, _ := os.ReadFile(host); !bytes.Equal(after, before) {
+		t.Error("apply changed the host while refusing")
+	}
+	run(t, bin("gpuctk"), e.args("stop", host)...)
+	if _, errs, code := runResult(t, bin("gpuctk"), apply...); code != 0 {
+		t.Fatalf("apply after mps stop: exit %d: %s", code, errs)
 	}
 }
