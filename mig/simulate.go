@@ -27,6 +27,9 @@ type Simulator struct {
 	// empty are GPU instances without a compute instance, by GPU UUID:
 	// the profile lists MIG devices (compute instances) only.
 	empty map[string]map[int]bool
+	// changed: a change was made since the file was read, so Save has
+	// something to write.
+	changed bool
 }
 
 // OpenSimulator reads the profile file at path.
@@ -50,8 +53,12 @@ func OpenSimulator(path string) (*Simulator, error) {
 // Host returns the simulated host as it is now.
 func (s *Simulator) Host() (*inventory.Host, error) { return s.profile.Host() }
 
-// Save rewrites the profile file atomically.
+// Save rewrites the profile file atomically, if a change was made: an
+// apply refused before any change leaves the file as it was.
 func (s *Simulator) Save() error {
+	if !s.changed {
+		return nil
+	}
 	data, err := toml.Marshal(s.profile)
 	if err != nil {
 		return fmt.Errorf("simulated host %s: %w", s.path, err)
@@ -91,6 +98,7 @@ func (s *Simulator) SetMIGMode(uuid string, enabled bool) error {
 		}
 	}
 	g.MIGEnabled = enabled
+	s.changed = true
 	return nil
 }
 
@@ -120,6 +128,7 @@ func (s *Simulator) DestroyGPUInstance(uuid string, gi int) error {
 	delete(s.empty[uuid], gi)
 	g.MIG = slices.DeleteFunc(g.MIG, func(d inventory.MIGDevice) bool { return d.GI == gi })
 	renumber(g)
+	s.changed = true
 	return nil
 }
 
@@ -140,6 +149,7 @@ func (s *Simulator) CreateGPUInstance(uuid string, p *Profile, start int) (int, 
 		s.empty[uuid] = map[int]bool{}
 	}
 	s.empty[uuid][id] = true
+	s.changed = true
 	return id, nil
 }
 
@@ -160,6 +170,7 @@ func (s *Simulator) CreateComputeInstance(uuid string, gi int, p *Profile) error
 		UUID: fmt.Sprintf("MIG-%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]),
 	})
 	renumber(g)
+	s.changed = true
 	return nil
 }
 

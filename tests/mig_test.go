@@ -299,7 +299,7 @@ func TestMIGApplyRefusesMPSDevice(t *testing.T) {
 		t.Fatalf("apply with a daemon running: exit %d, %q; want 1 and %q", code, errs, want)
 	}
 	if after, _ := os.ReadFile(host); !bytes.Equal(after, before) {
-		t.Error("apply changed the host while refusing")
+		t.Error("apply rewrote the simulated host while refusing")
 	}
 	run(t, bin("gpuctk"), e.args("stop", host)...)
 	if _, errs, code := runResult(t, bin("gpuctk"), apply...); code != 0 {
