@@ -110,12 +110,13 @@ func ParseConfig(source string, data []byte) (*Config, error) {
 }
 
 func parseLayout(node *yaml.Node) ([]Entry, error) {
+	node = deref(node)
 	if node.Kind != yaml.SequenceNode || len(node.Content) == 0 {
 		return nil, fmt.Errorf("(line %d): must be a non-empty list of entries", node.Line)
 	}
 	var out []Entry
 	for i, n := range node.Content {
-		e, err := parseEntry(n)
+		e, err := parseEntry(deref(n))
 		if err != nil {
 			return nil, fmt.Errorf("entry %d: %w", i+1, err)
 		}
@@ -131,7 +132,12 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if seen[k.Value] {
+			// As yaml does for the layouts' names: the last one must not
+			// win silently (devices: [0] then devices: all).
+			return e, fmt.Errorf("line %d: field %s given twice", k.Line, k.Value)
+		}
 		var err error
 		switch k.Value {
 		case "devices":
@@ -212,7 +218,7 @@ func parseMIGDevices(v *yaml.Node, out *map[string]int) error {
 	}
 	m := map[string]int{}
 	for i := 0; i+1 < len(v.Content); i += 2 {
-		k, c := v.Content[i], v.Content[i+1]
+		k, c := v.Content[i], deref(v.Content[i+1])
 		n, err := strconv.Atoi(c.Value)
 		if c.Kind != yaml.ScalarNode || err != nil || n < 0 {
 			return fmt.Errorf("profile %s: count %q is not a whole number of at least 0", k.Value, c.Value)
@@ -226,6 +232,15 @@ func parseMIGDevices(v *yaml.Node, out *map[string]int) error {
 	}
 	*out = m
 	return nil
+}
+
+// deref follows YAML aliases (*name) to the node they name, as the YAML
+// decoders of mig-parted do.
+func deref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
 }
 
 // oneLine flattens yaml's multi-line errors.

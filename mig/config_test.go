@@ -2,6 +2,7 @@ package mig
 
 import (
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"syscall"
@@ -27,6 +28,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"count", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": many}\n", `field mig-devices: line 6: profile 1g.5gb: count "many" is not a whole number of at least 0`},
 		{"devices without MIG", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      mig-devices: {\"1g.5gb\": 7}\n", `field mig-devices: MIG devices need mig-enabled: true`},
 		{"PCI id filter", "version: v1\nmig-configs:\n  a:\n  - devices: all\n    device-filter: 0x20B010DE\n    mig-enabled: false\n", `field device-filter: line 5: 0x20B010DE is a PCI device id: gpuctk filters by product name`},
+		{"field twice", "version: v1\nmig-configs:\n  a:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 7}\n      devices: all\n", `config "a" entry 1: line 7: field devices given twice`},
+		{"mig-enabled twice", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n      mig-enabled: true\n", `config "a" entry 1: line 6: field mig-enabled given twice`},
 		{"second entry", "version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: false\n    - devices: [1]\n", `config "a" entry 2: line 6: field mig-enabled is missing`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +91,39 @@ func TestLoadConfigNotRegular(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: LoadConfig hangs", path)
+		}
+	}
+}
+
+// TestParseConfigAliases: YAML anchors and aliases, which mig-parted's
+// decoder resolves, stand for the layout, entry or value they name.
+func TestParseConfigAliases(t *testing.T) {
+	c, err := ParseConfig("f.yaml", []byte(`version: v1
+mig-configs:
+  a: &a
+    - devices: [0]
+      mig-enabled: &yes true
+      mig-devices: &balanced {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+  b: *a
+  c:
+    - &entry
+      devices: &some [2, 3]
+      mig-enabled: *yes
+      mig-devices: *balanced
+  d:
+    - *entry
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Entry{Devices: []int{0}, MIGEnabled: true, MIGDevices: map[string]int{"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}}
+	if !reflect.DeepEqual(c.Layouts["b"], []Entry{want}) {
+		t.Errorf("b = %+v, want %+v", c.Layouts["b"], want)
+	}
+	want.Devices = []int{2, 3}
+	for _, name := range []string{"c", "d"} {
+		if !reflect.DeepEqual(c.Layouts[name], []Entry{want}) {
+			t.Errorf("%s = %+v, want %+v", name, c.Layouts[name], want)
 		}
 	}
 }
