@@ -12,8 +12,25 @@ import (
 // Export writes the host's layout as a config file holding one config
 // called name: GPUs with the same layout share an entry, and an entry
 // that covers every GPU says "devices: all". Applying it to the same host
-// changes nothing.
-func Export(h *inventory.Host, name string) []byte {
+// changes nothing. A host with MIG devices that gpuctk cannot make (a
+// compute instance smaller than its GPU instance, such as a 1c.3g.20gb)
+// is refused, naming one: no layout of gpuctk's describes it.
+func Export(h *inventory.Host, name string) ([]byte, error) {
+	for i := range h.GPUs {
+		g := &h.GPUs[i]
+		if !g.MIGEnabled {
+			continue
+		}
+		m, known := ModelOf(g)
+		for _, d := range g.MIG {
+			if known {
+				if _, ok := m.Profile(d.Profile); ok {
+					continue
+				}
+			}
+			return nil, fmt.Errorf("GPU %d (%s): MIG device %d:%d is a %s, which gpuctk cannot make (it makes one compute instance spanning each GPU instance): no layout describes this host; apply one to replace it", g.Index, g.Name, g.Index, d.Index, d.Profile)
+		}
+	}
 	type group struct {
 		enabled bool
 		devs    map[string]int
@@ -60,7 +77,7 @@ func Export(h *inventory.Host, name string) []byte {
 			fmt.Fprintf(&b, "        %s: %d\n", quote(p), g.devs[p])
 		}
 	}
-	return []byte(b.String())
+	return []byte(b.String()), nil
 }
 
 // quote writes s as a YAML double-quoted string.

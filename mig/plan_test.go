@@ -377,7 +377,10 @@ func TestExport(t *testing.T) {
 	for _, profile := range inventory.Profiles() {
 		t.Run(profile, func(t *testing.T) {
 			h := host(t, simulator(t, profile))
-			data := Export(h, "current")
+			data, err := Export(h, "current")
+			if err != nil {
+				t.Fatal(err)
+			}
 			if profile == "dgx-a100" {
 				golden(t, "export-dgx-a100.yaml", data)
 			}
@@ -393,5 +396,31 @@ func TestExport(t *testing.T) {
 				t.Errorf("plan is not empty:\n%s", strings.Join(p.Lines(), "\n"))
 			}
 		})
+	}
+}
+
+// TestExportComputeInstanceProfiles: a host whose GPU instance holds
+// compute instances smaller than itself (three 1c.3g.20gb, as mig-parted
+// or nvidia-smi make them) has no layout gpuctk can apply: export says so
+// instead of writing a config that apply and assert then refuse.
+func TestExportComputeInstanceProfiles(t *testing.T) {
+	s := simulator(t, "dgx-a100")
+	h := host(t, s)
+	g := &h.GPUs[6]
+	g.MIG = nil
+	for ci := range 3 {
+		g.MIG = append(g.MIG, inventory.MIGDevice{Index: ci, GI: 1, CI: ci, UUID: fmt.Sprintf("MIG-%d", ci), Profile: "1c.3g.20gb", MemoryMiB: 19968, SMCount: 14})
+	}
+	data, err := Export(h, "current")
+	if err == nil {
+		c, perr := ParseConfig("export", data)
+		if perr != nil {
+			t.Fatalf("export wrote a config that does not parse: %v\n%s", perr, data)
+		}
+		_, cerr := Compute(h, c, "current")
+		t.Fatalf("export wrote a config; applying it to the same host: %v\n%s", cerr, data)
+	}
+	if want := "GPU 6 (NVIDIA A100-SXM4-40GB): MIG device 6:0 is a 1c.3g.20gb, which gpuctk cannot make"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q, want %q", err, want)
 	}
 }

@@ -212,6 +212,10 @@ func migExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.App.Writer.Write(mig.Export(h, c.String("config-name")))
+	data, err := mig.Export(h, c.String("config-name"))
+	if err != nil {
+		return err
+	}
+	_, err = c.App.Writer.Write(data)
 	return err
 }
