@@ -306,3 +306,55 @@ func TestMIGApplyRefusesMPSDevice(t *testing.T) {
 		t.Fatalf("apply after mps stop: exit %d: %s", code, errs)
 	}
 }
+
+// TestMIGApplyFinishesSpec: an apply that changed the GPUs but could not
+// write the spec (here a [[sharing]] selector of a MIG device the new
+// layout lacks) is finished by running apply again once the cause is
+// fixed: the spec gets the new layout's MIG devices, not the old ones.
+func TestMIGApplyFinishesSpec(t *testing.T) {
+	host := simulatedProfile(t, "dgx-a100")
+	spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+	cfg := filepath.Join(t.TempDir(), "config.toml")
+	state := t.TempDir()
+	sharing := "[mps]\nstate-root = \"" + state + "\"\n\n[[sharing]]\ndevices = [\"4:6\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
+	if err := os.WriteFile(cfg, []byte(sharing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gpuctk := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin("gpuctk"), append(args[:2:2], append([]string{"--config", cfg}, args[2:]...)...)...)
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return out.String(), errb.String(), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), errb.String(), 0
+	}
+	if _, errs, code := gpuctk("cdi", "generate", "--simulate", host, "--output", spec); code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	args := []string{"mig", "apply", "-c", "all-balanced", "--simulate", host, "--output", spec}
+	if _, errs, code := gpuctk(args...); code == 0 || !strings.Contains(errs, `selector "4:6" matches no device`) {
+		t.Fatalf("apply with a selector the new layout lacks: exit %d: %s", code, errs)
+	}
+	// The operator fixes the config and runs apply again.
+	if err := os.WriteFile(cfg, []byte("[mps]\nstate-root = \""+state+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := gpuctk(args...); code != 0 {
+		t.Fatalf("apply again: exit %d: %s", code, errs)
+	}
+	if _, errs, code := gpuctk("cdi", "check", "--simulate", host, "--spec-dir", filepath.Dir(spec)); code != 0 {
+		t.Errorf("the spec is stale after apply ran again: exit %d: %s", code, errs)
+	}
+	before, _ := os.Stat(spec)
+	time.Sleep(10 * time.Millisecond)
+	if out, _, code := gpuctk(args...); code != 0 || out != "the GPUs already have MIG config \"all-balanced\": nothing to change\n" {
+		t.Errorf("third apply: exit %d:\n%s", code, out)
+	}
+	if after, _ := os.Stat(spec); !after.ModTime().Equal(before.ModTime()) {
+		t.Error("an apply that changed nothing rewrote a fresh spec")
+	}
+}

@@ -84,7 +84,10 @@ func resolveSpecs(c *cli.Context) error {
 	return err
 }
 
-func generate(c *cli.Context) error {
+func generate(c *cli.Context) error { return generateSpec(c, c.Bool("if-stale")) }
+
+// generateSpec is `gpuctk cdi generate`; ifStale is its --if-stale.
+func generateSpec(c *cli.Context, ifStale bool) error {
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -115,7 +118,7 @@ func generate(c *cli.Context) error {
 		return err
 	}
 	set, data, kind, sum := b.set, b.data, b.kind, b.sum
-	if c.Bool("if-stale") {
+	if ifStale {
 		if out == "" {
 			return &usageError{cmd: c.Command.HelpName, err: errors.New("--if-stale needs --output: it compares the spec in that file with the host")}
 		}

@@ -138,8 +138,19 @@ func migApply(c *cli.Context) error {
 	for _, l := range p.Lines() {
 		fmt.Fprintln(c.App.Writer, l)
 	}
-	if c.Bool("dry-run") || p.Empty() {
+	if c.Bool("dry-run") || embedded {
 		return nil
+	}
+	if p.Empty() {
+		// The GPUs have the layout, but an apply that changed them may
+		// have failed to write the spec (a [[sharing]] selector the new
+		// layout lacks, a bad --format): write it now if it is stale, so
+		// that running apply again finishes the job. A fresh spec is left
+		// as it is.
+		if c.String("output") == "-" {
+			return nil
+		}
+		return generateSpec(c, true)
 	}
 	opts := []mig.ApplyOption{mig.WithMPSStateRoot(cfg.MPS.StateRoot)}
 	if sim != "" {
