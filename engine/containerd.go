@@ -71,6 +71,16 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		return slices.Concat(change(o.DropIn, oldDropIn, nil, false), change(o.Config, mainData, bare, true)), nil
 	}
 	if tomlInt(main["version"]) <= 2 {
+		// containerd 1.7 puts an imported file's CRI section in place of
+		// the main config's, and with it the block: the runtime would
+		// not be there.
+		if over, err := criImports(o, main, o.Config, criPath(tomlInt(main["version"]))[1], map[string]bool{o.Config: true}); err != nil || over != "" {
+			if err != nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("containerd config %s imports %s, whose %s section containerd 1.7 puts in place of the config's, with the runtime gpuctk would add there: add the runtime %q to %s by hand, or move that section into %s",
+				o.Config, over, tomlKey(criPath(tomlInt(main["version"]))), o.Name, over, o.Config)
+		}
 		newMain, err := inPlace(o, bare, at)
 		if err != nil {
 			return nil, err
@@ -89,6 +99,56 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		}
 	}
 	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, true)), nil
+}
+
+// criImports returns the last file that a config of version 1 or 2
+// imports (directly or through another import, as containerd resolves
+// them) that has a CRI section of its own; "" when none does. The drop-in,
+// which configure removes for such a config, does not count.
+func criImports(o Options, cfg map[string]any, path, key string, seen map[string]bool) (string, error) {
+	list, _ := cfg["imports"].([]any)
+	found := ""
+	for _, v := range list {
+		s, _ := v.(string)
+		if s == "" {
+			continue
+		}
+		if !filepath.IsAbs(s) {
+			s = filepath.Join(filepath.Dir(path), s)
+		}
+		files := []string{s}
+		if strings.Contains(s, "*") {
+			var err error
+			if files, err = filepath.Glob(s); err != nil {
+				return "", fmt.Errorf("containerd config %s: import %q: %w", path, s, err)
+			}
+		}
+		for _, f := range files {
+			if seen[f] || f == o.DropIn {
+				continue
+			}
+			seen[f] = true
+			data, err := readFile(f)
+			if err != nil || data == nil {
+				continue // containerd says what is wrong with it
+			}
+			var m map[string]any
+			if err := toml.Unmarshal(data, &m); err != nil {
+				return "", fmt.Errorf("containerd config %s, imported by %s: %w", f, path, tomlerr.Line(err))
+			}
+			if _, ok := table(m, "plugins")[key]; ok {
+				found = f
+			}
+			next, err := criImports(o, m, f, key, seen)
+			if err != nil {
+				return "", err
+			}
+			if next != "" {
+				found = next
+			}
+		}
+	}
+	return found, nil
 }
 
 // removeOurs takes out of a main config what configure put there: the
@@ -236,6 +296,9 @@ func setDefaultLine(data []byte, path []string, name string) (out []byte, inBloc
 			end := lineEnd(data, int(e.Raw.Offset))
 			indent := data[start:e.Raw.Offset]
 			old := data[start:end]
+			// The key as the config writes it, relative to its table: a
+			// dotted containerd.default_runtime_name stays one.
+			line := tomlKey(keyPath(e.Key())) + " = " + strconv.Quote(name)
 			return slices.Concat(data[:start], indent, []byte(line+markReplaced), old, data[end:]), false, nil
 		}
 	}

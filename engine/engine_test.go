@@ -330,3 +330,49 @@ func TestPodmanNeedsNothing(t *testing.T) {
 		t.Errorf("Plan(podman) = %v, %q, %v", changes, note, err)
 	}
 }
+
+// containerd 1.7 puts an imported file's CRI section in place of the main
+// config's: a block in the main config would be lost, and configure must
+// say so rather than report the runtime added.
+func TestContainerdImportedCRISection(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755)
+	main := filepath.Join(dir, "config.toml")
+	mirrors := filepath.Join(dir, "conf.d", "10-mirrors.toml")
+	os.WriteFile(main, []byte("version = 2\nimports = [\"conf.d/*.toml\"]\n"), 0o644)
+	os.WriteFile(mirrors, []byte("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".registry]\n  config_path = \"/etc/containerd/certs.d\"\n"), 0o644)
+	o := Options{Path: runtimePath, Config: main, DropIn: filepath.Join(dir, "conf.d", "99-gpuctk.toml")}
+	_, _, err := Plan("containerd", o, false)
+	if err == nil || !strings.Contains(err.Error(), mirrors) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Plan = %v, want one line naming %s, whose CRI section containerd 1.7 keeps in place of the block", err, mirrors)
+	}
+	// A drop-in without a CRI section is no obstacle.
+	os.WriteFile(mirrors, []byte("version = 2\n[plugins.\"io.containerd.internal.v1.opt\"]\n  path = \"/opt/containerd\"\n"), 0o644)
+	apply(t, "containerd", o, false)
+}
+
+// --set-as-default where the config writes default_runtime_name as a
+// dotted key: the line set in its place must set the same key.
+func TestContainerdDefaultDottedKey(t *testing.T) {
+	for _, in := range []string{
+		"version = 2\n\n[plugins.\"io.containerd.grpc.v1.cri\"]\n  sandbox_image = \"registry.k8s.io/pause:3.9\"\n  containerd.default_runtime_name = \"runc\"\n",
+		"version = 2\nplugins.\"io.containerd.grpc.v1.cri\".containerd.default_runtime_name = \"runc\"\n",
+	} {
+		dir := t.TempDir()
+		o := Options{Path: runtimePath, SetAsDefault: true, Config: filepath.Join(dir, "config.toml"), DropIn: filepath.Join(dir, "conf.d", "99-gpuctk.toml")}
+		os.WriteFile(o.Config, []byte(in), 0o644)
+		apply(t, "containerd", o, false)
+		out := readOrNil(t, o.Config)
+		var m map[string]any
+		if err := toml.Unmarshal(out, &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := table(m, "plugins", "io.containerd.grpc.v1.cri", "containerd")["default_runtime_name"]; got != "nvidia" {
+			t.Errorf("default_runtime_name = %v, want nvidia; config:\n%s", got, out)
+		}
+		apply(t, "containerd", o, true)
+		if got := readOrNil(t, o.Config); string(got) != in {
+			t.Errorf("uninstall left:\n%s\nwant:\n%s", got, in)
+		}
+	}
+}
