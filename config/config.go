@@ -388,6 +388,11 @@ func oneOf(key, v string, values ...string) error {
 }
 
 func (c *CDI) validate() error {
+	// The spec names the hook by this path, which OCI runtimes take only
+	// absolute (runc would look for it in each container's bundle).
+	if !filepath.IsAbs(c.HookPath) {
+		return fmt.Errorf(`"hook-path" %q is not an absolute path: give gpuctk-hook's full path, such as /usr/bin/gpuctk-hook`, c.HookPath)
+	}
 	for _, key := range []struct {
 		name   string
 		styles []string

@@ -209,11 +209,23 @@ func Apply(changes []Change) error {
 		if err := os.MkdirAll(filepath.Dir(c.Path), 0o755); err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
 		}
-		if err := atomicfile.WriteFile(c.Path, c.Data, modeOf(c.Path, 0o644)); err != nil {
+		if err := writeKeepingOwner(c.Path, c.Data, modeOf(c.Path, 0o644)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeKeepingOwner replaces path atomically, keeping its owner where
+// that is not gpuctk's user: a config of another user's (a rootless
+// engine's) stays theirs to read and edit.
+func writeKeepingOwner(path string, data []byte, mode os.FileMode) error {
+	if fi, err := os.Stat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+			return atomicfile.WriteFileAs(path, data, mode, atomicfile.Owner{UID: int(st.Uid), GID: int(st.Gid)})
+		}
+	}
+	return atomicfile.WriteFile(path, data, mode)
 }
 
 // backup copies a file to its backup, unless it has one already: an empty

@@ -376,3 +376,26 @@ func TestContainerdDefaultDottedKey(t *testing.T) {
 		}
 	}
 }
+
+// A config of another user's keeps its owner and group: a rootless
+// engine's daemon.json or config.toml stays readable and editable by it.
+func TestApplyKeepsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a file another owner")
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "daemon.json")
+	os.WriteFile(cfg, []byte(`{"log-level": "warn"}`), 0o600)
+	if err := os.Chown(cfg, 1234, 4321); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, "docker", Options{Path: runtimePath, Config: cfg}, false)
+	fi, err := os.Stat(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 1234 || st.Gid != 4321 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("daemon.json is %d:%d %v, want 1234:4321 -rw-------", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+}

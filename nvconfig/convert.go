@@ -292,6 +292,9 @@ var (
 	gpuIndex = regexp.MustCompile(`^[0-9]+$`)
 	migIndex = regexp.MustCompile(`^[0-9]+:[0-9]+$`)
 	uuidRef  = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	// A MIG profile's resource part with attributes: 1g.5gb.me,
+	// 1c.3g.20gb.me.all.
+	migAttributes = regexp.MustCompile(`^((?:[0-9]+c\.)?[0-9]+g\.[0-9]+gb)\.(.+)$`)
 	// A DNS subdomain, as Kubernetes wants the name part of a resource.
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
@@ -334,6 +337,12 @@ func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fa
 		}
 		if !dnsSubdomain.MatchString(profile) || !strings.Contains(profile, "g.") {
 			return e, errAt("name", fmt.Sprintf("%q is not a MIG profile such as 1g.5gb", profile))
+		}
+		// gpuctk, as NVIDIA's plugin, names a profile with attributes
+		// (1g.5gb+me) by its resource with '+' as '.': the selector is
+		// the profile as NVML names it.
+		if m := migAttributes.FindStringSubmatch(profile); m != nil {
+			profile = m[1] + "+" + m[2]
 		}
 		all = []string{profile}
 	default:

@@ -17,7 +17,17 @@ import (
 // WriteFile replaces path with data, atomically, with the given mode. A
 // path that is a device, a FIFO or a socket is refused, not replaced.
 func WriteFile(path string, data []byte, mode os.FileMode) error {
-	return writePath(path, data, mode, true, randomSuffix)
+	return writePath(path, data, mode, true, randomSuffix, nil)
+}
+
+// Owner is a file's user and group ids.
+type Owner struct{ UID, GID int }
+
+// WriteFileAs is WriteFile for a file that keeps another owner (a
+// rootless engine's config, edited as root): the new content is owner's
+// from the moment it replaces the old.
+func WriteFileAs(path string, data []byte, mode os.FileMode, owner Owner) error {
+	return writePath(path, data, mode, true, randomSuffix, &owner)
 }
 
 // WriteFileNoSync is WriteFile without the fsync: readers still see the
@@ -26,10 +36,10 @@ func WriteFile(path string, data []byte, mode os.FileMode) error {
 // bundle's config.json on its way to runc, where an fsync would only add
 // the disk's latency to every container start.
 func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
-	return writePath(path, data, mode, false, randomSuffix)
+	return writePath(path, data, mode, false, randomSuffix, nil)
 }
 
-func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) error {
+func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) error {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -45,7 +55,7 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix fun
 	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|fs.ModeDir) == 0 {
 		return fmt.Errorf("write %s: it is %s, not a file: name a file to write", path, filekind.Name(fi.Mode()))
 	}
-	if err := writeIn(root, base, data, mode, sync, suffix); err != nil {
+	if err := writeIn(root, base, data, mode, sync, suffix, owner); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -68,11 +78,12 @@ type Dir interface {
 // and the rename replaces a symlink at name rather than following it. With
 // sync false the data is not fsynced (see WriteFileNoSync).
 func WriteFileIn(root Dir, name string, data []byte, mode os.FileMode, sync bool) error {
-	return writeIn(root, name, data, mode, sync, randomSuffix)
+	return writeIn(root, name, data, mode, sync, randomSuffix, nil)
 }
 
-// writeIn is WriteFileIn with the temporary names' suffixes from suffix.
-func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64) (err error) {
+// writeIn is WriteFileIn with the temporary names' suffixes from suffix,
+// and the file given to owner unless it is nil.
+func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) (err error) {
 	dir, base := filepath.Split(name)
 	var tmp string
 	var f *os.File
@@ -96,7 +107,12 @@ func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, su
 			root.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err == nil {
+	_, err = f.Write(data)
+	if err == nil && owner != nil {
+		// Before the mode: chown clears set-id bits.
+		err = f.Chown(owner.UID, owner.GID)
+	}
+	if err == nil {
 		err = f.Chmod(mode)
 	}
 	if err == nil && sync {

@@ -115,7 +115,7 @@ func TestWriteFileTakenTempName(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := writePath(p, []byte("new"), 0o644, true, counter)
+			err := writePath(p, []byte("new"), 0o644, true, counter, nil)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error: %v", err, tc.wantErr)
 			}
