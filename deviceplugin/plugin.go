@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -250,7 +251,13 @@ func (p *Plugin) Run(ctx context.Context) error {
 	p.watchCheck.Stop()
 	defer p.watchCheck.Stop()
 	if err := p.apply(ctx, st); err != nil {
-		return err
+		if p.state != st {
+			return err
+		}
+		// Applied, but a resource's socket could not be made (something
+		// else in its place): it is tried again with the registrations,
+		// as after a reload, and the other resources are served meanwhile.
+		p.log.Error("not every resource is served yet: trying again", "err", err)
 	}
 	// The spec's folder exists now (apply wrote the spec there).
 	if err := w.Add(p.cdiDir); err != nil {
@@ -421,16 +428,24 @@ func describe(r *offer.Resource) string {
 	return "resource " + r.Name
 }
 
-// apply writes st's spec, then serves and registers its resources.
-func (p *Plugin) apply(ctx context.Context, st *State) error {
+// CheckSockets reports the resources of st whose socket in kubeletDir a
+// Unix socket's path cannot hold: the plugin refuses such a state. A
+// Loader with side effects (labels, mount points) calls it before them,
+// so that a state the plugin refuses leaves the last good one's.
+func (st *State) CheckSockets(kubeletDir string) error {
 	var errs []error
 	for i := range st.Resources {
-		if sock := filepath.Join(p.kubeletDir, socketName(st.Resources[i].Name)); len(sock) > maxSocketPath {
+		if sock := filepath.Join(kubeletDir, socketName(st.Resources[i].Name)); len(sock) > maxSocketPath {
 			errs = append(errs, fmt.Errorf("%s: its socket %s is %d bytes, over the %d a Unix socket's path can hold: choose a shorter resource name, or a shorter --kubelet-dir",
 				describe(&st.Resources[i]), sock, len(sock), maxSocketPath))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// apply writes st's spec, then serves and registers its resources.
+func (p *Plugin) apply(ctx context.Context, st *State) error {
+	if err := st.CheckSockets(p.kubeletDir); err != nil {
 		return err
 	}
 	spec := p.specPath()
@@ -633,16 +648,30 @@ func (p *Plugin) unhealthy(st *State) map[string]bool {
 	if p.recovery > 0 {
 		p.marks = slices.DeleteFunc(p.marks, func(m xidMark) bool { return time.Since(m.at) >= p.recovery })
 	}
-	// A device's replicas share its node and daemon: one check each.
-	checked := map[string]error{}
+	// A device's replicas share its node and daemon: one check each, all
+	// at once, so that daemons that do not answer cost the loop one
+	// connect timeout, not one each.
+	seen, checked := map[string]bool{}, map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, r := range st.Resources {
 		for _, d := range r.Devices {
-			err, ok := checked[d.UUID()]
-			if !ok {
-				err = deviceHealth(st.DevRoot, d)
-				checked[d.UUID()] = err
+			if seen[d.UUID()] {
+				continue
 			}
-			if err != nil {
+			seen[d.UUID()] = true
+			wg.Go(func() {
+				err := deviceHealth(st.DevRoot, d)
+				mu.Lock()
+				checked[d.UUID()] = err
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	for _, r := range st.Resources {
+		for _, d := range r.Devices {
+			if checked[d.UUID()] != nil {
 				out[d.Name()] = true
 			}
 			for _, m := range p.marks {

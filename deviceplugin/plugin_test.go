@@ -1205,6 +1205,50 @@ func TestPlugin_ServerStartRetried(t *testing.T) {
 	})
 }
 
+// TestPlugin_ServerStartRetriedAtStart: a resource whose socket cannot be
+// made when the plugin starts (something else in its place) is tried again
+// as one a reload adds is: the plugin keeps serving its other resources and
+// serves that one once it can, instead of exiting and taking every resource
+// of the node down with it.
+func TestPlugin_ServerStartRetriedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, dir)
+	blocker := filepath.Join(dir, socketName("nvidia.com/gpu.shared"))
+	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitFor(t, "nvidia.com/gpu to be registered", func() bool {
+		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu ")
+	})
+	select {
+	case err := <-done:
+		done <- nil
+		t.Fatalf("Run ended with one resource's socket blocked: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Emptied, the folder in the way is removed by the plugin's next try.
+	if err := os.Remove(filepath.Join(blocker, "in-the-way")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "nvidia.com/gpu.shared to be registered", func() bool {
+		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu.shared ")
+	})
+}
+
 // TestPlugin_KubeletDroppedWatch: the kubelet dials a plugin once, when it
 // registers; a client it drops (its ListAndWatch failed) leaves the
 // resource unallocatable for good. The plugin sees its stream end and
@@ -1286,4 +1330,71 @@ func TestPlugin_KubeletNeverWatched(t *testing.T) {
 		}
 	}()
 	waitFor(t, "nvidia.com/gpu registered a second time", func() bool { return k.count("nvidia.com/gpu") >= 2 })
+}
+
+// TestMPSHealthHungDaemonsInParallel: MPS daemons that stop accepting (a
+// GPU fault can hang every daemon of a node at once) cost the health
+// check its connect timeout each. Checked one after the other, N of them
+// hold the plugin's loop (SIGTERM, kubelet restarts, reloads) for N
+// times that timeout at every tick; checked together, for one.
+func TestMPSHealthHungDaemonsInParallel(t *testing.T) {
+	const n = 4
+	devRoot := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(devRoot, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var ns syscall.Stat_t
+	if err := syscall.Stat("/proc/self/ns/mnt", &ns); err != nil {
+		t.Fatal(err)
+	}
+	r := offer.Resource{Name: "nvidia.com/gpu.shared", Shared: true}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(devRoot, "dev", "nvidia"+strconv.Itoa(i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gpu := inventory.Device{GPU: &inventory.GPU{Index: i, Minor: i, UUID: "GPU-" + strconv.Itoa(i)}, Ordinal: -1}
+		share := &offer.Share{Device: gpu, Strategy: config.MPS, Replicas: 2, Dir: t.TempDir()}
+		if err := os.MkdirAll(share.PipeDir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// A daemon that accepts nothing: a backlog of 0, already full.
+		fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Close(fd) })
+		if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: share.ControlSocket()}); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Listen(fd, 0); err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("unix", share.ControlSocket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		var sock syscall.Stat_t
+		if err := syscall.Stat(share.ControlSocket(), &sock); err != nil {
+			t.Fatal(err)
+		}
+		rec := fmt.Sprintf(`{"daemonPID": %d, "daemonMountNS": %d, "controlInode": %d}`, os.Getpid(), ns.Ino, sock.Ino)
+		if err := os.WriteFile(filepath.Join(share.Dir, "device.json"), []byte(rec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for k := range 2 {
+			r.Devices = append(r.Devices, offer.Device{Names: []string{fmt.Sprintf("%d::%d", i, k)}, Device: gpu, Share: share, Replica: k})
+		}
+	}
+	p := New(nil, WithLogger(quiet))
+	start := time.Now()
+	got := p.unhealthy(&State{Resources: []offer.Resource{r}, DevRoot: devRoot})
+	took := time.Since(start)
+	if len(got) != 2*n {
+		t.Errorf("unhealthy %v, want every replica of the %d hung daemons", got, n)
+	}
+	// One connect timeout (2 s), with room for a loaded machine.
+	if took > 4*time.Second {
+		t.Errorf("the health check of %d hung MPS daemons took %v: checked one after the other", n, took.Round(100*time.Millisecond))
+	}
 }

@@ -101,6 +101,9 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := st.CheckSockets(c.String("kubelet-dir")); err != nil {
+		return nil, err
+	}
 	// The spec it writes is one runtimes use (see mps.MountPoints).
 	if err := mps.MountPoints(offered.MPS()); err != nil {
 		return nil, err

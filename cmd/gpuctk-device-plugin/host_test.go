@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpuctk/gpuctk/deviceplugin"
 	"github.com/gpuctk/gpuctk/labels"
 )
 
@@ -33,6 +36,38 @@ func TestLoadBadConfigWritesNoLabels(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "resource nvidia.com/gpu would mix") {
 		t.Fatalf("load: %v, want the mixed resource refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(labelsDir, labels.FeatureFile)); err == nil {
+		t.Error("labels written for a configuration the plugin refused")
+	}
+}
+
+// TestLoadSocketTooLongWritesNoLabels: a resource whose socket path in
+// --kubelet-dir is too long is refused too (the plugin cannot serve it);
+// it is refused before the node's labels are written for it, as a
+// configuration the resolution refuses is.
+func TestLoadSocketTooLongWritesNoLabels(t *testing.T) {
+	resource := strings.Repeat("d", 50) + ".example.com/" + strings.Repeat("x", 40)
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte("[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\nresource = \""+resource+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	labelsDir, kubeletDir := t.TempDir(), t.TempDir()
+	var err error
+	app := &cli.App{Flags: flags(), Writer: io.Discard, ErrWriter: io.Discard, Action: func(c *cli.Context) error {
+		ctx, cancel := context.WithTimeout(c.Context, 5*time.Second)
+		defer cancel()
+		log := slog.New(slog.DiscardHandler)
+		p := deviceplugin.New(func() (*deviceplugin.State, error) { return load(c, log) },
+			deviceplugin.WithKubeletDir(kubeletDir), deviceplugin.WithCDIDir(t.TempDir()), deviceplugin.WithLogger(log))
+		err = p.Run(ctx)
+		return nil
+	}}
+	if err := app.Run([]string{"gpuctk-device-plugin", "--simulate", "l40s", "--config", cfgPath, "--labels-dir", labelsDir, "--kubelet-dir", kubeletDir}); err != nil {
+		t.Fatal(err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "over the 107 a Unix socket's path can hold") {
+		t.Fatalf("Run: %v, want the resource's socket refused", err)
 	}
 	if _, err := os.Stat(filepath.Join(labelsDir, labels.FeatureFile)); err == nil {
 		t.Error("labels written for a configuration the plugin refused")
