@@ -1398,3 +1398,61 @@ func TestMPSHealthHungDaemonsInParallel(t *testing.T) {
 		t.Errorf("the health check of %d hung MPS daemons took %v: checked one after the other", n, took.Round(100*time.Millisecond))
 	}
 }
+
+// TestTopologyNUMA: as NVIDIA's plugin does, each device is advertised
+// with its GPU's NUMA node (sysfs numa_node of its PCI bus ID under the
+// dev root), so that the kubelet's Topology Manager can align a pod's GPUs
+// with its CPUs; a node with no NUMA affinity (-1) gives no hint.
+func TestTopologyNUMA(t *testing.T) {
+	devRoot := t.TempDir()
+	for bus, node := range map[string]string{"0000:01:00.0": "1\n", "0000:41:00.0": "-1\n"} {
+		dir := filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte(node), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := config.Parse([]byte("[cdi]\ndev-root = \"" + devRoot + "\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := inventory.LoadProfile("l40s")
+	h, _ := p.Host()
+	set, err := offer.Resolve(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewState(cfg, set, nil, "nvidia.com/gpu", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	s := newServer(dir, st, &st.Resources[0], quiet, nil)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := dial(t, s.socket).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range resp.Devices {
+		var nodes []string
+		for _, n := range d.Topology.GetNodes() {
+			nodes = append(nodes, strconv.FormatInt(n.ID, 10))
+		}
+		got[d.ID] = strings.Join(nodes, ",")
+	}
+	if got["0"] != "1" || got["1"] != "" {
+		t.Errorf("ListAndWatch topology: %v, want GPU 0 on NUMA node 1, GPU 1 with none", got)
+	}
+}
