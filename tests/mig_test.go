@@ -321,16 +321,7 @@ func TestMIGApplyFinishesSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	gpuctk := func(args ...string) (string, string, int) {
-		cmd := exec.Command(bin("gpuctk"), append(args[:2:2], append([]string{"--config", cfg}, args[2:]...)...)...)
-		var out, errb strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return out.String(), errb.String(), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), errb.String(), 0
+		return runResult(t, bin("gpuctk"), append(args[:2:2], append([]string{"--config", cfg}, args[2:]...)...)...)
 	}
 	if _, errs, code := gpuctk("cdi", "generate", "--simulate", host, "--output", spec); code != 0 {
 		t.Fatalf("generate: %s", errs)
