@@ -121,9 +121,9 @@ func (m *Manager) stop(ctx context.Context, ctl string, d *offer.Share) (Result,
 	defer cancel()
 	r := Result{Device: d, Action: "not running", PID: m.pid(d)}
 	if ctl != "" && m.answers(ctx, ctl, d) {
-		// A tenant running as root can take the socket away meanwhile: a
-		// daemon that did not get quit is killed below, as one that
-		// ignored it.
+		// A tenant running as root can keep the socket's name away from
+		// the daemon's socket: a daemon quit did not reach is killed
+		// below, as one that ignored it.
 		m.control(ctx, ctl, d, "quit")
 		r.Action = "stopped"
 	}
