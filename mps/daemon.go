@@ -101,9 +101,13 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	rec, _ := m.readRecord(d.UUID())
 	pid := m.pid(d)
 	if pid > 0 && rec.MountNS != 0 {
-		ino, err := peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second)
-		for try := 1; errors.Is(err, peer.ErrNotDaemon) && try < viewTries; try++ {
-			ino, err = peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second)
+		// A name that held another socket is checked afresh, as in control.
+		var ino uint64
+		var err error
+		for try := 0; try < viewTries; try++ {
+			if ino, err = peer.Socket(d.ControlSocket(), peer.Record{PID: pid, MountNS: rec.MountNS}, time.Second); !errors.Is(err, peer.ErrNotDaemon) {
+				break
+			}
 		}
 		if err != nil {
 			return 0, fmt.Errorf("its control socket: %w", err)
