@@ -31,8 +31,11 @@ const (
 // version 1 or 2, so that uninstall (and the next configure) takes back
 // exactly those bytes and nothing the user wrote.
 const (
-	blockBegin   = "# >>> gpuctk runtime configure: `gpuctk runtime configure --uninstall` removes this block"
-	blockEnd     = "# <<< gpuctk runtime configure"
+	blockBegin = "# >>> gpuctk runtime configure: `gpuctk runtime configure --uninstall` removes this block"
+	blockEnd   = "# <<< gpuctk runtime configure"
+	// noNewline ends the begin line of a block that configure put after a
+	// last line with no newline, for uninstall to give that back too.
+	noNewline    = " (the line before this block had no newline)"
 	markDefault  = " # gpuctk runtime configure set the default"
 	markReplaced = " # gpuctk runtime configure replaced: "
 	createdLine  = "# Written by `gpuctk runtime configure --runtime containerd`; `--uninstall` removes it.\n"
@@ -170,6 +173,9 @@ func removeOurs(data []byte, glob string) (bare []byte, at int, err error) {
 		if start > 0 && data[start-1] == '\n' && (start < 2 || data[start-2] == '\n') {
 			start-- // the blank line configure put before it
 		}
+		if bytes.HasPrefix(data[i+len(blockBegin):], []byte(noNewline+"\n")) && start > 0 && data[start-1] == '\n' {
+			start-- // the newline configure put after the last line
+		}
 		head, tail = data[:start], data[i+j+len(blockEnd)+1:]
 	}
 	head, err = removeImport(unmark(head), glob)
@@ -223,8 +229,15 @@ func inPlace(o Options, bare []byte, at int) ([]byte, error) {
 		return nil, fmt.Errorf("containerd config %s already has a runtime %q that gpuctk did not write: remove it, or name gpuctk's otherwise with --runtime-name", o.Config, o.Name)
 	}
 	rt := runtimeOf(o, ctrd)
+	if at < 0 || at > len(out) {
+		at = len(out)
+	}
 	var block bytes.Buffer
-	block.WriteString("\n" + blockBegin + "\n")
+	if at > 0 && out[at-1] != '\n' {
+		block.WriteString("\n\n" + blockBegin + noNewline + "\n")
+	} else {
+		block.WriteString("\n" + blockBegin + "\n")
+	}
 	inBlock := false
 	if o.SetAsDefault {
 		var err error
@@ -249,12 +262,6 @@ func inPlace(o Options, bare []byte, at int) ([]byte, error) {
 		}
 	}
 	block.WriteString(blockEnd + "\n")
-	if at < 0 || at > len(out) {
-		if len(out) > 0 && out[len(out)-1] != '\n' {
-			out = append(slices.Clip(out), '\n')
-		}
-		at = len(out)
-	}
 	out = slices.Concat(out[:at], block.Bytes(), out[at:])
 	if o.SetAsDefault && !inBlock {
 		var err error

@@ -110,6 +110,7 @@ func TestContainerd(t *testing.T) {
 		{"v3", true, true, true},
 		{"v4-2.4-default", false, false, true},
 		{"v1", false, true, false},
+		{"v2-no-final-newline", true, true, false},
 		{"missing", false, true, false},
 		{"empty", false, true, false},
 	}
