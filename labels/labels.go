@@ -52,7 +52,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 			m := migs[0].MIG
 			gi, ci := sliceCounts(m.Profile)
 			l["gpu.count"] = strconv.Itoa(len(migs))
-			l["gpu.product"] = product(g.Name) + "-MIG-" + m.Profile
+			l["gpu.product"] = product(g.Name) + "-MIG-" + migName(m.Profile)
 			l["gpu.memory"] = strconv.FormatUint(m.MemoryMiB, 10)
 			l["gpu.multiprocessors"] = strconv.Itoa(m.SMCount)
 			l["gpu.slices.gi"] = strconv.Itoa(gi)
@@ -60,12 +60,12 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		}
 	case config.MIGMixed:
 		for _, d := range migs {
-			p := "mig-" + d.MIG.Profile + "."
+			p := "mig-" + migName(d.MIG.Profile) + "."
 			n, _ := strconv.Atoi(l[p+"count"])
 			l[p+"count"] = strconv.Itoa(n + 1)
 			if n == 0 {
 				gi, ci := sliceCounts(d.MIG.Profile)
-				l[p+"product"] = product(d.GPU.Name) + "-MIG-" + d.MIG.Profile
+				l[p+"product"] = product(d.GPU.Name) + "-MIG-" + migName(d.MIG.Profile)
 				l[p+"memory"] = strconv.FormatUint(d.MIG.MemoryMiB, 10)
 				l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
 				l[p+"slices.gi"] = strconv.Itoa(gi)
@@ -107,6 +107,14 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 // devices' under the single strategy, unless the entry names a resource.
 func asGPU(s *offer.Share, k config.Kubernetes) bool {
 	return s.Resource == "" && (s.MIG == nil || k.MIGStrategy == config.MIGSingle)
+}
+
+// migName is a MIG profile as its resource names it (offer's
+// nvidia.com/mig-<profile>): "1g.10gb+me" is "1g.10gb.me", as NVIDIA's
+// plugin and GPU feature discovery name it. No label key or value may
+// hold a '+'.
+func migName(profile string) string {
+	return strings.ReplaceAll(profile, "+", ".")
 }
 
 // product turns a GPU's name into a label value: "NVIDIA A100-SXM4-40GB"

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/offer"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
@@ -94,5 +96,68 @@ func TestSliceCountsAndFamily(t *testing.T) {
 		if got := family(computeCapability(tc.cc)); got != tc.want {
 			t.Errorf("%q: %s, want %s", tc.cc, got, tc.want)
 		}
+	}
+}
+
+// checkValid fails for every label Kubernetes would refuse: Node Feature
+// Discovery drops such a label (and logs it), so a nodeSelector on it
+// never matches.
+func checkValid(t *testing.T, l Labels) {
+	t.Helper()
+	for k, v := range l {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			t.Errorf("key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+			t.Errorf("%s=%q: %s", k, v, strings.Join(errs, "; "))
+		}
+	}
+}
+
+// TestMIGProfileAttribute: a MIG profile with an attribute (1g.10gb+me)
+// is advertised as nvidia.com/mig-1g.10gb.me, as NVIDIA's plugin does;
+// its labels are named as GPU feature discovery names them, after that
+// resource, and hold no '+', which no label key or value may.
+func TestMIGProfileAttribute(t *testing.T) {
+	for _, tc := range []struct {
+		strategy string
+		want     map[string]string
+	}{
+		{"mixed", map[string]string{
+			"nvidia.com/mig-1g.10gb.me.count":   "1",
+			"nvidia.com/mig-1g.10gb.me.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+		}},
+		{"single", map[string]string{
+			"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+		}},
+	} {
+		t.Run(tc.strategy, func(t *testing.T) {
+			h := fakehost.Host(t, "h100")
+			if tc.strategy == "single" {
+				for i := range h.GPUs[0].MIG {
+					h.GPUs[0].MIG[i].Profile = "1g.10gb+me"
+				}
+			} else {
+				h.GPUs[0].MIG[0].Profile = "1g.10gb+me"
+			}
+			cfg, err := config.Parse([]byte("[kubernetes]\nmig-strategy = \"" + tc.strategy + "\"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := offer.Resolve(h, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := For(set, cfg.Kubernetes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValid(t, l)
+			for k, v := range tc.want {
+				if l[k] != v {
+					t.Errorf("%s=%q, want %q", k, l[k], v)
+				}
+			}
+		})
 	}
 }
