@@ -34,7 +34,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 	major, minor := computeCapability(g.ComputeCapability)
 	l["gpu.present"] = "true"
 	l["gpu.count"] = strconv.Itoa(len(h.GPUs))
-	l["gpu.product"] = product(g.Name)
+	var productParts []string // after the name: "MIG", the profile, "SHARED"
 	l["gpu.memory"] = strconv.FormatUint(g.MemoryMiB, 10)
 	l["gpu.family"] = family(major, minor)
 	l["gpu.compute.major"] = strconv.Itoa(major)
@@ -52,7 +52,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 			m := migs[0].MIG
 			gi, ci := sliceCounts(m.Profile)
 			l["gpu.count"] = strconv.Itoa(len(migs))
-			l["gpu.product"] = product(g.Name) + "-MIG-" + migName(m.Profile)
+			productParts = []string{"MIG", migName(m.Profile)}
 			l["gpu.memory"] = strconv.FormatUint(m.MemoryMiB, 10)
 			l["gpu.multiprocessors"] = strconv.Itoa(m.SMCount)
 			l["gpu.slices.gi"] = strconv.Itoa(gi)
@@ -65,7 +65,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 			l[p+"count"] = strconv.Itoa(n + 1)
 			if n == 0 {
 				gi, ci := sliceCounts(d.MIG.Profile)
-				l[p+"product"] = product(d.GPU.Name) + "-MIG-" + migName(d.MIG.Profile)
+				l[p+"product"] = product(d.GPU.Name, "MIG", migName(d.MIG.Profile))
 				l[p+"memory"] = strconv.FormatUint(d.MIG.MemoryMiB, 10)
 				l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
 				l[p+"slices.gi"] = strconv.Itoa(gi)
@@ -92,9 +92,10 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		l["gpu.replicas"] = strconv.Itoa(first.Replicas)
 		l["gpu.sharing-strategy"] = first.Strategy
 		if asGPU(first, k) && first.Resource == "" && !k.RenameShared {
-			l["gpu.product"] += "-SHARED"
+			productParts = append(productParts, "SHARED")
 		}
 	}
+	l["gpu.product"] = product(g.Name, productParts...)
 	out := Labels{}
 	for key, v := range l {
 		out[Prefix+key] = v
@@ -117,10 +118,24 @@ func migName(profile string) string {
 	return strings.ReplaceAll(profile, "+", ".")
 }
 
-// product turns a GPU's name into a label value: "NVIDIA A100-SXM4-40GB"
-// gives "NVIDIA-A100-SXM4-40GB".
-func product(name string) string {
-	return sanitize(strings.ReplaceAll(strings.TrimSpace(name), " ", "-"))
+// product turns a GPU's name, and the parts that follow it, into a label
+// value: "NVIDIA A100-SXM4-40GB" gives "NVIDIA-A100-SXM4-40GB"; with "MIG"
+// and "1g.5gb", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb". A value holds at most
+// 63 characters: a longer one loses the end of the name, never the parts
+// that tell MIG devices and replicas apart.
+func product(name string, parts ...string) string {
+	var tail string
+	for _, p := range parts {
+		tail += "-" + sanitize(p)
+	}
+	v := sanitize(strings.ReplaceAll(strings.TrimSpace(name), " ", "-"))
+	if room := 63 - len(tail); len(v) > room {
+		v = strings.TrimRight(v[:room], "-_.")
+	}
+	if v == "" {
+		return strings.TrimPrefix(tail, "-")
+	}
+	return v + tail
 }
 
 // sanitize keeps what a label value may hold (letters, digits, '-', '_',

@@ -161,3 +161,48 @@ func TestMIGProfileAttribute(t *testing.T) {
 		})
 	}
 }
+
+// TestLongProductName: the RTX PRO 6000 Blackwell editions have names of
+// 44 to 55 characters and MIG devices: with "-MIG-<profile>" (and
+// "-SHARED") a product label exceeds the 63 characters a label value may
+// hold. The name is shortened, never the suffixes that tell MIG devices
+// and replicas apart.
+func TestLongProductName(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml, key, suffix string
+	}{
+		{"NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "[kubernetes]\nmig-strategy = \"mixed\"\n",
+			"nvidia.com/mig-1g.24gb.product", "-MIG-1g.24gb"},
+		{"NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n",
+			"nvidia.com/gpu.product", "-MIG-1g.24gb-SHARED"},
+		{"NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n",
+			"nvidia.com/gpu.product", "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition-SHARED"},
+	} {
+		t.Run(tc.key+tc.suffix, func(t *testing.T) {
+			h := fakehost.Host(t, "h100")
+			h.GPUs[0].Name = tc.name
+			for i := range h.GPUs[0].MIG {
+				h.GPUs[0].MIG[i].Profile = "1g.24gb"
+			}
+			if !strings.Contains(tc.toml, "mig-strategy") {
+				h.GPUs[0].MIGEnabled, h.GPUs[0].MIG = false, nil
+			}
+			cfg, err := config.Parse([]byte(tc.toml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := offer.Resolve(h, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := For(set, cfg.Kubernetes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValid(t, l)
+			if v := l[tc.key]; !strings.HasPrefix(v, "NVIDIA-RTX-PRO-6000-Blackwell") || !strings.HasSuffix(v, tc.suffix) {
+				t.Errorf("%s=%q, want NVIDIA-RTX-PRO-6000-Blackwell...%s", tc.key, v, tc.suffix)
+			}
+		})
+	}
+}
