@@ -199,12 +199,15 @@ func migCapable(h *inventory.Host) bool {
 		if g.MIGEnabled {
 			return true
 		}
-		for _, m := range []string{"A100", "A30", "H100", "H200", "H800", "H20", "B200", "B300", "GH200", "GB200"} {
-			for _, f := range strings.FieldsFunc(g.Name, func(r rune) bool { return r == ' ' || r == '-' }) {
-				if f == m {
-					return true
-				}
+		fields := strings.FieldsFunc(g.Name, func(r rune) bool { return r == ' ' || r == '-' })
+		for _, m := range []string{"A100", "A800", "A30", "H100", "H200", "H800", "H20", "B200", "B300", "GH200", "GB200", "GB300"} {
+			if slices.Contains(fields, m) {
+				return true
 			}
+		}
+		// The RTX PRO 6000 Blackwell editions run up to 4 MIG devices.
+		if strings.Contains(g.Name, "RTX PRO 6000 Blackwell") {
+			return true
 		}
 	}
 	return false

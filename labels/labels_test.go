@@ -206,3 +206,33 @@ func TestLongProductName(t *testing.T) {
 		})
 	}
 }
+
+// TestMIGCapable: mig.capable is true on a node whose GPU can run in MIG
+// mode while it is off (GPU feature discovery asks NVML; NVIDIA's GPU
+// operator deploys its MIG manager on such nodes), false otherwise.
+func TestMIGCapable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"NVIDIA A100-SXM4-40GB", true},
+		{"NVIDIA A800-SXM4-80GB", true},
+		{"NVIDIA A800 80GB PCIe", true},
+		{"NVIDIA H100 NVL", true},
+		{"NVIDIA GB300", true},
+		{"NVIDIA RTX PRO 6000 Blackwell Server Edition", true},
+		{"NVIDIA RTX PRO 6000 Blackwell Workstation Edition", true},
+		{"NVIDIA L40S", false},
+		{"NVIDIA RTX A6000", false},
+		{"NVIDIA GeForce RTX 5090", false},
+		{"Tesla P100-PCIE-16GB", false},
+	} {
+		h := fakehost.Host(t, "l40s")
+		for i := range h.GPUs {
+			h.GPUs[i].Name = tc.name
+		}
+		if got := migCapable(h); got != tc.want {
+			t.Errorf("%s: mig.capable %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
