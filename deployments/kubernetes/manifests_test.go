@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpuctk/gpuctk/config"
 )
 
 // kustomization is the part of kustomize's types the test checks.
@@ -171,5 +173,27 @@ func TestManifests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPluginMakesMPSMountPoints: the plugin makes each MPS device's pipe
+// and /dev/shm folders under the state root before it writes a spec that
+// mounts them (mps.MountPoints), so that before any daemon ran (a fresh
+// boot, the mps component's pod not started yet) a pod gets the hook's
+// message rather than a missing mount source. The state root must be
+// mounted read-write there: read-only, the plugin exits with "mkdir
+// /run/gpuctk/mps/GPU-...: read-only file system" whenever an MPS device
+// is configured and its daemon has not made them yet.
+func TestPluginMakesMPSMountPoints(t *testing.T) {
+	var ds appsv1.DaemonSet
+	decode(t, "device-plugin.yaml", &ds)
+	root := config.Default().MPS.StateRoot
+	c := ds.Spec.Template.Spec.Containers[0]
+	i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == root })
+	if i < 0 {
+		t.Fatalf("nothing mounted at the MPS state root %s", root)
+	}
+	if c.VolumeMounts[i].ReadOnly {
+		t.Errorf("the MPS state root %s is mounted read-only: the plugin cannot make the MPS devices' mount points", root)
 	}
 }
