@@ -7,7 +7,9 @@
 // dlopen, which a static glibc binary cannot do reliably (the driver's
 // libnvidia-ml.so needs the dynamic loader and a libc of the same build).
 // So each dynamic binary's loader and libraries, as ldd lists them, go into
-// the image at the paths ldd gives; static binaries need nothing more.
+// the image at the paths ldd gives, with the glibc libraries the driver's
+// libnvidia-ml.so.1 needs beside libc (libpthread, libdl, libm, librt);
+// static binaries need nothing more.
 //
 // The archive is reproducible: entries are sorted, owned by root, and
 // dated SOURCE_DATE_EPOCH (0 when unset), and the layer is gzipped with no
@@ -119,8 +121,28 @@ func libraries(bin string) ([]string, error) {
 			return nil, fmt.Errorf("ldd %s: %s is not found on this host", bin, f[0])
 		}
 	}
+	// The libraries the binary dlopens from the host's driver root need
+	// glibc's other libraries, which a binary built against glibc 2.34 or
+	// later does not: the image has them beside its libc, of the same glibc.
+	for _, l := range libs {
+		if filepath.Base(l) != "libc.so.6" {
+			continue
+		}
+		for _, name := range driverNeeds {
+			p := filepath.Join(filepath.Dir(l), name)
+			if _, err := os.Stat(p); err == nil && !slices.Contains(libs, p) {
+				libs = append(libs, p)
+			}
+		}
+		break
+	}
 	return libs, nil
 }
+
+// driverNeeds are the glibc libraries the driver's libraries
+// (libnvidia-ml.so.1, which gpuctk and the device plugin dlopen) are
+// linked against besides libc.so.6.
+var driverNeeds = []string{"libpthread.so.0", "libdl.so.2", "libm.so.6", "librt.so.1"}
 
 // buildLayer tars files (and their parent folders) in name order, the
 // content read through symlinks, every entry dated mtime and owned by root.
