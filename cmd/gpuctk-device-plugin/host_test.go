@@ -73,3 +73,21 @@ func TestLoadSocketTooLongWritesNoLabels(t *testing.T) {
 		t.Error("labels written for a configuration the plugin refused")
 	}
 }
+
+// TestStrayArgument: the plugin takes flags only. A word among them is
+// refused, naming it: flags after it would be read as arguments and
+// ignored (here --labels-dir), the plugin running without them.
+func TestStrayArgument(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := &cli.App{Flags: flags(), Writer: io.Discard, ErrWriter: io.Discard, Action: run}
+	err := app.Run([]string{"gpuctk-device-plugin", "--simulate", "l40s", "--config", cfgPath,
+		"--cdi-dir", filepath.Join(dir, "cdi"), "--kubelet-dir", filepath.Join(dir, "missing"),
+		"labels", "--labels-dir", filepath.Join(dir, "features.d")})
+	if err == nil || !strings.Contains(err.Error(), `unexpected argument "labels"`) {
+		t.Fatalf("run: %v, want the argument \"labels\" refused", err)
+	}
+}

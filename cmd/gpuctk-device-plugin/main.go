@@ -43,6 +43,10 @@ func main() {
 }
 
 func run(c *cli.Context) error {
+	// Flags after a word would be read as arguments, and ignored.
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: the plugin takes flags only", c.Args().First())
+	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
