@@ -190,6 +190,11 @@ func readGPU(dev nvml.Device) (*inventory.GPU, error) {
 		if err != nil {
 			return nil, fmt.Errorf("MIG device %d: %w", slot, err)
 		}
+		suffix, err := profileAttributes(dev, m.GI)
+		if err != nil {
+			return nil, fmt.Errorf("MIG device %d: %w", slot, err)
+		}
+		m.Profile += suffix
 		g.MIG = append(g.MIG, *m)
 	}
 	return &g, nil
@@ -238,6 +243,43 @@ func migProfile(attr nvml.DeviceAttributes, parentMemory uint64) string {
 		return fmt.Sprintf("%dg.%dgb", g, gb)
 	}
 	return fmt.Sprintf("%dc.%dg.%dgb", c, g, gb)
+}
+
+// profileAttributes returns what the name of a MIG device's profile adds
+// for its GPU instance's profile: "+me" for a media-extension one
+// (1g.5gb+me, whose instance has the GPU's JPEG decoder and optical flow
+// engine), as nvidia-smi, NVIDIA's device plugin and mig-parted name it.
+// A MIG device's attributes are those of the plain profile, so only the
+// GPU instance tells them apart. NVML answers that to root alone: without
+// leave to ask, the name is the plain profile's.
+func profileAttributes(gpu nvml.Device, gi int) (string, error) {
+	inst, ret := gpu.GetGpuInstanceById(gi)
+	if errors.Is(ret, nvml.ERROR_NO_PERMISSION) || errors.Is(ret, nvml.ERROR_NOT_SUPPORTED) {
+		return "", nil
+	}
+	if ret != nvml.SUCCESS {
+		return "", field(fmt.Sprintf("GPU instance %d", gi), ret)
+	}
+	info, ret := inst.GetInfo()
+	if ret != nvml.SUCCESS {
+		return "", field(fmt.Sprintf("GPU instance %d info", gi), ret)
+	}
+	// The instance names its profile by the GPU's id for it (nvidia-smi
+	// mig -lgip's ID: on an A100 40GB, 19 for 1g.5gb and 20 for
+	// 1g.5gb+me), not by NVML's profile constant.
+	for _, p := range []int{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1} {
+		pi, ret := gpu.GetGpuInstanceProfileInfo(p)
+		if unsupported(ret) {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return "", field(fmt.Sprintf("GPU instance profile %d", p), ret)
+		}
+		if pi.Id == info.ProfileId {
+			return "+me", nil
+		}
+	}
+	return "", nil
 }
 
 // cString returns the NUL-terminated string at the start of b.

@@ -58,6 +58,13 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 func addMIG(t *testing.T, dev *dgxa100.Device, specs []migSpec) {
 	t.Helper()
 	handles := map[int]nvml.Device{}
+	gis := map[int]nvml.GpuInstance{}
+	dev.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if gi, ok := gis[id]; ok {
+			return gi, nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
 	for _, s := range specs {
 		giProf := dev.Config.MIGProfiles.GpuInstanceProfiles[s.giProfile]
 		gi, ret := dev.CreateGpuInstance(&giProf)
@@ -74,6 +81,7 @@ func addMIG(t *testing.T, dev *dgxa100.Device, specs []migSpec) {
 		}
 		giInfo, _ := gi.GetInfo()
 		ciInfo, _ := ci.GetInfo()
+		gis[int(giInfo.Id)] = gi
 		uuid := fmt.Sprintf("MIG-%08x-%04x-0000-0000-%012x", dev.Index, s.slot, giInfo.Id)
 		handles[s.slot] = &mock.Device{
 			GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return int(giInfo.Id), nvml.SUCCESS },
@@ -159,6 +167,71 @@ func TestNVMLHost(t *testing.T) {
 				t.Errorf("host differs from %s (go test -update rewrites it):\n%s", golden, got)
 			}
 		})
+	}
+}
+
+// TestNVMLMIGMediaExtensions: a GPU instance made with a media-extension
+// profile (nvidia-smi mig -cgi 1g.5gb+me) is a 1g.5gb+me, as nvidia-smi,
+// NVIDIA's device plugin (nvidia.com/mig-1g.5gb.me) and mig-parted name
+// it, not a 1g.5gb: its attributes (slices, memory) are a 1g.5gb's, and
+// only its GPU instance profile tells them apart. Without NVML's leave to
+// ask (not root), the name stays the plain one.
+func TestNVMLMIGMediaExtensions(t *testing.T) {
+	lib := func() *dgxa100.Server {
+		s := dgx(t, map[int][]migSpec{0: {
+			{0, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+			{1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+		}})
+		realProfileIDs(s.Devices[0].(*dgxa100.Device))
+		return s
+	}
+	h, err := New(lib()).Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range h.GPUs[0].MIG {
+		got = append(got, m.Profile)
+	}
+	if want := []string{"1g.5gb+me", "1g.5gb"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("MIG profiles of GPU 0 = %q, want %q", got, want)
+	}
+	if d, err := h.Select("1g.5gb"); err != nil || len(d) != 1 || d[0].MIG.Index != 1 {
+		t.Errorf("Select(1g.5gb) = %v, %v; want MIG device 0:1 alone", d, err)
+	}
+
+	s := lib()
+	s.Devices[0].(*dgxa100.Device).GetGpuInstanceByIdFunc = func(int) (nvml.GpuInstance, nvml.Return) { return nil, nvml.ERROR_NO_PERMISSION }
+	h, err = New(s).Host()
+	if err != nil || h.GPUs[0].MIG[0].Profile != "1g.5gb" {
+		t.Errorf("without permission: %v, %v; want the plain name", h, err)
+	}
+}
+
+// realProfileIDs gives a mock A100 40GB's GPU instance profiles the ids
+// NVML gives them (nvidia-smi mig -lgip's ID column), where go-nvml's mock
+// uses NVML's profile constants: a GPU instance's info names its profile
+// by that id.
+func realProfileIDs(dev *dgxa100.Device) {
+	ids := map[int]uint32{
+		nvml.GPU_INSTANCE_PROFILE_1_SLICE: 19, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1: 20, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV2: 15,
+		nvml.GPU_INSTANCE_PROFILE_2_SLICE: 14, nvml.GPU_INSTANCE_PROFILE_3_SLICE: 9, nvml.GPU_INSTANCE_PROFILE_4_SLICE: 5, nvml.GPU_INSTANCE_PROFILE_7_SLICE: 0,
+	}
+	profileInfo := dev.GetGpuInstanceProfileInfoFunc
+	dev.GetGpuInstanceProfileInfoFunc = func(p int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+		info, ret := profileInfo(p)
+		info.Id = ids[p]
+		return info, ret
+	}
+	byID := dev.GetGpuInstanceByIdFunc
+	dev.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		gi, ret := byID(id)
+		if ret != nvml.SUCCESS {
+			return gi, ret
+		}
+		info, ret := gi.GetInfo()
+		info.ProfileId = ids[int(info.ProfileId)]
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) { return info, ret }}, nvml.SUCCESS
 	}
 }
 
