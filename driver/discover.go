@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +100,9 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 // cache, then in the usual library folders, and takes the file whose name
 // carries the driver version.
 func (f *Files) findLibraries(r Root) error {
-	dirs, err := cacheDirs(r)
+	dirs, err := cacheDirs(r, func(base string) bool {
+		return slices.ContainsFunc(libraries, func(l library) bool { return l.base == base })
+	})
 	if err != nil {
 		return err
 	}
@@ -171,9 +174,14 @@ func (f *Files) addGraphicsLinks() {
 }
 
 // cacheDirs returns, for each library base name, the folders the root's
-// /etc/ld.so.cache lists it in. A missing cache is no error; one that
-// cannot be read or parsed is.
-func cacheDirs(r Root) (map[string][]string, error) {
+// /etc/ld.so.cache lists it in, and the folder of the file each entry
+// links to when that is another (Debian's driver packages put the
+// libraries in .../nvidia/current and their SONAMEs, which the cache
+// lists, link there through /etc/alternatives); links are followed for
+// the base names wanted alone, as each costs a few system calls and a
+// cache lists hundreds of libraries. A missing cache is no error; one
+// that cannot be read or parsed is.
+func cacheDirs(r Root, want func(base string) bool) (map[string][]string, error) {
 	p := r.Join("/etc/ld.so.cache")
 	data, err := os.ReadFile(p)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -189,12 +197,41 @@ func cacheDirs(r Root) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, e := range c.Entries {
 		base, _, ok := strings.Cut(e.Key, ".so")
-		if !ok || !path.IsAbs(e.Value) {
+		if !ok || !path.IsAbs(e.Value) || !want(base) {
 			continue
 		}
-		out[base] = append(out[base], path.Dir(e.Value))
+		for _, p := range []string{e.Value, resolve(r, e.Value)} {
+			if d := path.Dir(p); p != "" && !slices.Contains(out[base], d) {
+				out[base] = append(out[base], d)
+			}
+		}
 	}
 	return out, nil
+}
+
+// maxLinks bounds the links resolve follows, as the kernel's 40.
+const maxLinks = 40
+
+// resolve follows the links at p, an absolute path under the root, and
+// returns the path under the root they lead to: an absolute target is
+// taken under the root too, as a container or a chroot would see it, and
+// a relative one cannot climb above it. It returns "" when the chain is
+// broken, unreadable or a loop.
+func resolve(r Root, p string) string {
+	for range maxLinks {
+		target, err := os.Readlink(r.Join(p))
+		if errors.Is(err, unix.EINVAL) {
+			return p // not a link: the end of the chain
+		}
+		if err != nil {
+			return ""
+		}
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(p), target)
+		}
+		p = path.Clean(target)
+	}
+	return ""
 }
 
 // readSONAME returns the DT_SONAME of a shared object.

@@ -211,3 +211,79 @@ func run(t *testing.T, name string, args ...string) {
 		t.Fatalf("%s: %v: %s", name, err, out)
 	}
 }
+
+// TestDiscoverDebianAlternatives: Debian's driver packages install the
+// libraries in /usr/lib/x86_64-linux-gnu/nvidia/current and give their
+// SONAMEs in /usr/lib/x86_64-linux-gnu as links through /etc/alternatives
+// (absolute, so resolved under the driver root), which is what the linker
+// cache lists. Discovery follows them to the files.
+func TestDiscoverDebianAlternatives(t *testing.T) {
+	root, p := fakeRoot(t, "l40s")
+	current := fakehost.LibDir + "/nvidia/current"
+	os.MkdirAll(filepath.Join(root, current), 0o755)
+	os.MkdirAll(filepath.Join(root, "etc/alternatives"), 0o755)
+	matches, _ := filepath.Glob(filepath.Join(root, fakehost.LibDir, "lib*"))
+	for _, m := range matches {
+		os.Rename(m, filepath.Join(root, current, filepath.Base(m)))
+	}
+	for _, soname := range fakehost.Libraries {
+		alt := "/etc/alternatives/" + soname + "-x86_64-linux-gnu"
+		if err := os.Symlink(current+"/"+soname, filepath.Join(root, alt)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(alt, filepath.Join(root, fakehost.LibDir, soname)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "ldconfig", "-r", root)
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(f.LibDirs, current) {
+		t.Errorf("lib dirs = %v, want %s", f.LibDirs, current)
+	}
+	want := current + "/libcuda.so." + p.DriverVersion
+	found := false
+	for _, m := range f.Mounts {
+		if m.ContainerPath == want {
+			found = m.HostPath == filepath.Join(root, want)
+		}
+	}
+	if !found {
+		t.Errorf("no mount of %s: %v", want, f.Mounts)
+	}
+	if !contains(f.Links, "libcuda.so."+p.DriverVersion+"::"+current+"/libcuda.so.1") {
+		t.Errorf("links = %v", f.Links)
+	}
+}
+
+// TestResolve: links are followed under the root, never out of it, and a
+// loop ends.
+func TestResolve(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "lib/nvidia"), 0o755)
+	writeFile(t, filepath.Join(root, "lib/nvidia/libx.so.1.0"), "")
+	for link, target := range map[string]string{
+		"lib/libx.so.1": "/etc/alt/libx", "etc/alt/libx": "../../lib/nvidia/libx.so.1.0",
+		"lib/up": "../../../../lib/nvidia/libx.so.1.0",
+		"lib/a":  "b", "lib/b": "a",
+		"lib/gone": "/nowhere",
+	} {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, link)), 0o755)
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string]string{
+		"/lib/libx.so.1": "/lib/nvidia/libx.so.1.0",
+		"/lib/up":        "/lib/nvidia/libx.so.1.0",
+		"/lib/a":         "",
+		"/lib/gone":      "",
+		"/lib/nvidia":    "/lib/nvidia",
+	} {
+		if got := resolve(Root(root), p); got != want {
+			t.Errorf("resolve(%s) = %q, want %q", p, got, want)
+		}
+	}
+}

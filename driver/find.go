@@ -17,11 +17,11 @@ func FindLibrary(driverRoot, soname string) (string, error) {
 	if err := isDir(driverRoot, "driver root"); err != nil {
 		return "", err
 	}
-	dirs, err := cacheDirs(r)
+	base, _, _ := strings.Cut(soname, ".so")
+	dirs, err := cacheDirs(r, func(b string) bool { return b == base })
 	if err != nil {
 		return "", err
 	}
-	base, _, _ := strings.Cut(soname, ".so")
 	for _, d := range append(dirs[base], LibDirs...) {
 		if p := r.Join(path.Join(d, soname)); exists(p) {
 			return p, nil
