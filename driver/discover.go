@@ -35,8 +35,15 @@ func (r Root) Rel(p string) (string, bool) {
 }
 
 // LibDirs are searched, in order, when the root's linker cache does not
-// name a library: the folders distributions and driver containers use.
-var LibDirs = []string{"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64", "/usr/lib", "/lib", "/usr/local/nvidia/lib64"}
+// name a library: the folders distributions and driver containers use,
+// on x86-64 and arm64 (Debian's packages keep the driver's libraries in
+// nvidia/current).
+var LibDirs = []string{
+	"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+	"/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64",
+	"/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib/aarch64-linux-gnu/nvidia/current",
+	"/usr/lib", "/lib", "/usr/local/nvidia/lib64",
+}
 
 // BinDirs are searched, in order, for the driver's programs.
 var BinDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}

@@ -287,3 +287,40 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverLibraryFoldersWithoutCache: without a linker cache under the
+// driver root, the library folders searched are those of the
+// distributions gpuctk is packaged for: x86-64 and arm64, multiarch and
+// lib64, and Debian's nvidia/current, as nvidia-ctk's.
+func TestDiscoverLibraryFoldersWithoutCache(t *testing.T) {
+	for _, dir := range []string{
+		"/usr/lib64",
+		"/usr/lib/aarch64-linux-gnu",
+		"/lib/aarch64-linux-gnu",
+		"/usr/lib/x86_64-linux-gnu/nvidia/current",
+		"/usr/lib/aarch64-linux-gnu/nvidia/current",
+	} {
+		t.Run(dir, func(t *testing.T) {
+			root, p := fakeRoot(t, "l40s")
+			os.Remove(filepath.Join(root, "etc/ld.so.cache"))
+			tmp := filepath.Join(root, "moving")
+			if err := os.Rename(filepath.Join(root, fakehost.LibDir), tmp); err != nil {
+				t.Fatal(err)
+			}
+			os.MkdirAll(filepath.Dir(filepath.Join(root, dir)), 0o755)
+			if err := os.Rename(tmp, filepath.Join(root, dir)); err != nil {
+				t.Fatal(err)
+			}
+			f, err := Discover(root, root, p.DriverVersion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(f.LibDirs, []string{dir}) {
+				t.Errorf("lib dirs = %v, want [%s]", f.LibDirs, dir)
+			}
+			if nvml, err := FindLibrary(root, "libnvidia-ml.so.1"); err != nil || nvml != filepath.Join(root, dir, "libnvidia-ml.so.1") {
+				t.Errorf("FindLibrary(libnvidia-ml.so.1) = %s, %v", nvml, err)
+			}
+		})
+	}
+}
