@@ -81,7 +81,8 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: strings.TrimPrefix(p, strings.TrimSuffix(driverRoot, "/")), Options: fileOptions})
+		rel, _ := dr.Rel(p) // p is the root joined with a folder of BinDirs
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: "/" + rel, Options: fileOptions})
 	}
 	f.findDataFiles(dr)
 	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {

@@ -324,3 +324,26 @@ func TestDiscoverLibraryFoldersWithoutCache(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverRootSpellings: the driver root as a link, with a trailing
+// slash, "/." or a doubled slash is the same root: each file is where the
+// container expects it, the programs in /usr/bin too.
+func TestDiscoverRootSpellings(t *testing.T) {
+	root, p := fakeRoot(t, "l40s")
+	link := filepath.Join(t.TempDir(), "driver")
+	if err := os.Symlink(root, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{link, link + "/", root + "/.", filepath.Dir(root) + "//" + filepath.Base(root)} {
+		f, err := Discover(r, r, p.DriverVersion)
+		if err != nil {
+			t.Errorf("%s: %v", r, err)
+			continue
+		}
+		for _, m := range f.Mounts {
+			if !strings.HasPrefix(m.ContainerPath, "/usr/") && !strings.HasPrefix(m.ContainerPath, "/lib/") {
+				t.Errorf("driver root %s: %s mounted at %s", r, m.HostPath, m.ContainerPath)
+			}
+		}
+	}
+}
