@@ -142,34 +142,25 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 		return nil
 	}
 	var errs []error
-	for _, d := range host.Devices() {
-		// A GPU in MIG mode is offered whole too, before its MIG
-		// devices, as NVIDIA's toolkit does: the device plugin's "none"
-		// MIG strategy hands it out as one nvidia.com/gpu. It cannot be
-		// shared (selectors name its MIG devices instead).
-		if d.MIG != nil && d.MIG.Index == d.GPU.MIG[0].Index {
-			if err := whole(inventory.Device{GPU: d.GPU, Ordinal: -1}); err != nil {
-				return nil, err
-			}
-		}
+	// device offers a GPU not in MIG mode or a MIG device: whole, or as
+	// the replicas of its [[sharing]] entry. An error in a share is kept
+	// in errs, to report every one.
+	device := func(d inventory.Device) error {
 		i, shared := owner[d.UUID()]
 		if !shared {
-			if err := whole(d); err != nil {
-				return nil, err
-			}
-			continue
+			return whole(d)
 		}
 		// "gpu:mig" alone names MIG devices only.
 		names := namesOf(d, replicaStyles)
 		if len(names) == 0 {
 			errs = append(errs, fmt.Errorf(`%s: [cdi] "replica-names" %q gives the replicas of %s (shared by [[sharing]] entry %d) no name: add "index" or "uuid"`,
 				where(cfg), cfg.CDI.ReplicaNames, d, i+1))
-			continue
+			return nil
 		}
 		s, err := share(d, cfg, i, stateRoot)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return nil
 		}
 		set.Shared = append(set.Shared, s)
 		for k := range s.Replicas {
@@ -179,6 +170,26 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 				rn[j] = n + suffix
 			}
 			set.Devices = append(set.Devices, Device{Names: rn, Device: d, Share: s, Replica: k})
+		}
+		return nil
+	}
+	devices, next := host.Devices(), 0
+	for g := range host.GPUs {
+		gpu := &host.GPUs[g]
+		// A GPU in MIG mode is offered whole too, before its MIG
+		// devices (even when it has none yet), as NVIDIA's toolkit
+		// does: the device plugin's "none" MIG strategy hands it out as
+		// one nvidia.com/gpu. It cannot be shared (selectors name its
+		// MIG devices instead).
+		if gpu.MIGEnabled {
+			if err := whole(inventory.Device{GPU: gpu, Ordinal: -1}); err != nil {
+				return nil, err
+			}
+		}
+		for ; next < len(devices) && devices[next].GPU == gpu; next++ {
+			if err := device(devices[next]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
 
@@ -199,5 +200,30 @@ func TestDeviceNames(t *testing.T) {
 	cfg.CDI.DeviceNames = []string{"gpu:mig"}
 	if _, err := Resolve(h, cfg); err == nil || !strings.Contains(err.Error(), `[cdi] "device-names" ["gpu:mig"] gives GPU 0 no name`) {
 		t.Errorf("gpu:mig alone: %v", err)
+	}
+}
+
+// TestMIGModeWithoutMIGDevices checks that a GPU in MIG mode with no MIG
+// device yet (MIG enabled, no instance created) is still offered whole,
+// as every GPU in MIG mode is, and as NVIDIA's toolkit offers it: before,
+// it had no entry at all, not even in "all".
+func TestMIGModeWithoutMIGDevices(t *testing.T) {
+	h := &inventory.Host{DriverVersion: "580.65.06", GPUs: []inventory.GPU{
+		{Index: 0, Minor: 0, UUID: "GPU-m", MemoryMiB: 81559, ComputeCapability: "9.0", MIGEnabled: true},
+		{Index: 1, Minor: 1, UUID: "GPU-w", MemoryMiB: 81559, ComputeCapability: "9.0"},
+		{Index: 2, Minor: 2, UUID: "GPU-g", MemoryMiB: 81559, ComputeCapability: "9.0", MIGEnabled: true,
+			MIG: []inventory.MIGDevice{{Index: 0, GI: 7, CI: 0, UUID: "MIG-a", Profile: "1g.10gb", MemoryMiB: 9856, SMCount: 16}}},
+	}}
+	set, err := Resolve(h, config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range set.Devices {
+		got = append(got, strings.Join(d.Names, ","))
+	}
+	want := []string{"0,GPU-m", "1,GPU-w", "2,GPU-g", "mig-0,2:0,MIG-a"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("devices = %q, want %q", got, want)
 	}
 }
