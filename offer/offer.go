@@ -180,9 +180,10 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 		// devices (even when it has none yet), as NVIDIA's toolkit
 		// does: the device plugin's "none" MIG strategy hands it out as
 		// one nvidia.com/gpu. It cannot be shared (selectors name its
-		// MIG devices instead).
-		if gpu.MIGEnabled {
-			if err := whole(inventory.Device{GPU: gpu, Ordinal: -1}); err != nil {
+		// MIG devices instead). Device names that name none of it
+		// ("gpu:mig" alone) offer only its MIG devices.
+		if d := (inventory.Device{GPU: gpu, Ordinal: -1}); gpu.MIGEnabled && len(namesOf(d, deviceStyles)) > 0 {
+			if err := whole(d); err != nil {
 				return nil, err
 			}
 		}

@@ -197,7 +197,17 @@ func TestDeviceNames(t *testing.T) {
 	if got := set.Devices[5].Names; !reflect.DeepEqual(got, []string{"mig4:0"}) {
 		t.Errorf("mig-0: %v", got)
 	}
+	// On a host whose GPUs are all in MIG mode, "gpu:mig" alone names
+	// every device there is: the MIG devices. The GPUs, which it does not
+	// name, are not offered whole.
 	cfg.CDI.DeviceNames = []string{"gpu:mig"}
+	set, err = Resolve(fakehost.Host(t, "h100"), cfg)
+	if err != nil {
+		t.Fatalf("gpu:mig alone on a host in MIG mode: %v", err)
+	}
+	if len(set.Devices) != 7 || !reflect.DeepEqual(set.Devices[0].Names, []string{"0:0"}) {
+		t.Errorf("gpu:mig alone on h100: %d devices, the first %v; want 7, 0:0 first", len(set.Devices), set.Devices[0].Names)
+	}
 	if _, err := Resolve(h, cfg); err == nil || !strings.Contains(err.Error(), `[cdi] "device-names" ["gpu:mig"] gives GPU 0 no name`) {
 		t.Errorf("gpu:mig alone: %v", err)
 	}
