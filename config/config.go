@@ -125,7 +125,8 @@ type Sharing struct {
 	Resource string `toml:"resource"`
 	// FailRequestsGreaterThanOne makes the device plugin refuse a pod
 	// that asks for more than one replica of the resource; nil means the
-	// strategy's default (false for time-slicing, true for MPS).
+	// strategy's default (false for time-slicing, true for MPS, which
+	// cannot be false).
 	FailRequestsGreaterThanOne *bool `toml:"fail-requests-greater-than-one"`
 }
 
@@ -431,6 +432,13 @@ func (s *Sharing) validate() error {
 	}
 	if s.Strategy != MPS && (s.ActiveThreadPercentage != 0 || s.PinnedMemoryLimit != 0) {
 		return fmt.Errorf(`"active-thread-percentage" and "pinned-memory-limit" apply only to strategy %q`, MPS)
+	}
+	// Every MPS replica's edits bind its daemon's pipe folder at
+	// /tmp/nvidia-mps: a container given replicas of two devices would
+	// reach one daemon only, and CUDA would see one device. NVIDIA's
+	// plugin refuses more than one MPS replica whatever the setting.
+	if s.Strategy == MPS && s.FailRequestsGreaterThanOne != nil && !*s.FailRequestsGreaterThanOne {
+		return fmt.Errorf(`"fail-requests-greater-than-one" = false cannot apply to strategy %q: a container reaches one MPS daemon only (every replica binds its daemon's pipe folder at /tmp/nvidia-mps), so the device plugin gives a container one MPS replica; remove the key`, MPS)
 	}
 	if s.ActiveThreadPercentage < 0 || s.ActiveThreadPercentage > 100 {
 		return fmt.Errorf(`"active-thread-percentage" is %d: it must be from 1 to 100`, s.ActiveThreadPercentage)

@@ -44,6 +44,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad strategy", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mig\"\nreplicas=2\n", `"strategy" "mig" is not known`},
 		{"no devices", "[[sharing]]\nstrategy=\"mps\"\nreplicas=2\n", `"devices" is empty`},
 		{"mps keys on time-slicing", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"time-slicing\"\nreplicas=2\nactive-thread-percentage=10\n", "apply only to strategy"},
+		// Every MPS replica binds its daemon's pipe folder at
+		// /tmp/nvidia-mps: a container given replicas of two devices
+		// would reach one daemon only.
+		{"mps replicas more than one", "[[sharing]]\ndevices=[\"0\", \"1\"]\nstrategy=\"mps\"\nreplicas=2\nfail-requests-greater-than-one=false\n", `[[sharing]] entry 1: "fail-requests-greater-than-one" = false cannot apply to strategy "mps"`},
 		{"percentage", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\nactive-thread-percentage=101\n", "from 1 to 100"},
 		{"bad size", "[[sharing]]\ndevices=[\"0\"]\nstrategy=\"mps\"\nreplicas=2\npinned-memory-limit=\"lots\"\n", `size "lots" is not valid`},
 		{"no replica names", "[cdi]\nreplica-names = []\n", `[cdi] "replica-names" is empty: list at least one style of name (use "index", "uuid", "gpu:mig" or "type-index")`},

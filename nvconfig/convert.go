@@ -165,8 +165,14 @@ func convertDoc(data []byte, root *yaml.Node, source string) ([]byte, error) {
 			rename := st.r.RenameByDefault
 			k.renameShared = &rename
 			k.renameFrom = st.path + ".renameByDefault"
+			fail := st.r.FailRequestsGreaterThanOne
+			if st.strategy == "mps" && fail != nil && !*fail {
+				// NVIDIA's plugin ignores it for MPS, giving a container
+				// one replica; gpuctk refuses false for MPS.
+				fail = nil
+			}
 			for i, r := range st.r.Resources {
-				e, err := c.entry(root, fmt.Sprintf("%s.resources[%d]", st.path, i), st.strategy, r, st.r.FailRequestsGreaterThanOne, st.path)
+				e, err := c.entry(root, fmt.Sprintf("%s.resources[%d]", st.path, i), st.strategy, r, fail, st.path)
 				if err != nil {
 					return nil, err
 				}
