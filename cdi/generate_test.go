@@ -282,7 +282,15 @@ func TestReplicaNames(t *testing.T) {
 }
 
 func TestFormatFor(t *testing.T) {
+	dir := t.TempDir()
 	for _, tc := range []struct{ format, output, want, warning, err string }{
+		// A folder is no spec file: before, the spec was built, then
+		// written to a temporary file and the rename failed with "file
+		// exists", or "renameat ..tmp-…: empty path" for a trailing
+		// slash, after a warning to rename it.
+		{"", dir, "", "", dir + " is a folder: name the spec file in it, such as " + filepath.Join(dir, DefaultSpecName)},
+		{"", "/var/run/cdi/", "", "", "/var/run/cdi/ is a folder: name the spec file in it, such as /var/run/cdi/nvidia.yaml"},
+		{"json", dir + "/", "", "", "is a folder"},
 		{"", "", "yaml", "", ""},
 		{"", "/var/run/cdi/nvidia.json", "json", "", ""},
 		{"", "/var/run/cdi/nvidia.yaml", "yaml", "", ""},

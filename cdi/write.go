@@ -20,11 +20,17 @@ import (
 // FormatFor returns the format a spec is written in: the explicit one, or
 // the output file's extension, YAML by default; and a warning when the
 // output's name is one CDI readers skip (they load only .yaml and .json).
+// An output that is a folder (or ends in a slash) is an error.
 func FormatFor(format, output string) (string, string, error) {
 	switch format {
 	case "yaml", "json", "":
 	default:
 		return "", "", fmt.Errorf("format %q is not known: use yaml or json", format)
+	}
+	if output != "" {
+		if fi, err := os.Stat(output); strings.HasSuffix(output, "/") || err == nil && fi.IsDir() {
+			return "", "", fmt.Errorf("%s is a folder: name the spec file in it, such as %s", output, filepath.Join(output, DefaultSpecName))
+		}
 	}
 	var warning string
 	ext := filepath.Ext(output)
