@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/internal/readfile"
@@ -393,6 +394,14 @@ func (c *CDI) validate() error {
 	// absolute (runc would look for it in each container's bundle).
 	if !filepath.IsAbs(c.HookPath) {
 		return fmt.Errorf(`"hook-path" %q is not an absolute path: give gpuctk-hook's full path, such as /usr/bin/gpuctk-hook`, c.HookPath)
+	}
+	// The spec's kind is vendor/class: the spec's own validation parses
+	// the kind back, and blames the wrong half when one holds a slash.
+	if err := parser.ValidateVendorName(c.Vendor); err != nil {
+		return fmt.Errorf(`"vendor" %q is not a CDI vendor name (%v): use a domain such as "nvidia.com"`, c.Vendor, err)
+	}
+	if err := parser.ValidateClassName(c.Class); err != nil {
+		return fmt.Errorf(`"class" %q is not a CDI class name (%v): use letters, digits, '_' and '-', such as "gpu"`, c.Class, err)
 	}
 	for _, key := range []struct {
 		name   string
