@@ -181,6 +181,11 @@ func Check(path string, data, want []byte, h HostFiles) ([]Stale, error) {
 			out = append(out, Stale{Spec: path, Devices: devices, What: w})
 		}
 	}
+	// Edits equal to the host's do not make a spec fresh that CDI
+	// runtimes refuse to load (a device twice, a name they reject).
+	if err := Validate(got); err != nil {
+		add(nil, "CDI runtimes refuse it: "+err.Error())
+	}
 	if got.Version != exp.Version {
 		add(nil, fmt.Sprintf("cdiVersion %s, gpuctk now writes %s", got.Version, exp.Version))
 	}

@@ -157,6 +157,16 @@ func TestCheckFormats(t *testing.T) {
 	if err != nil || len(got) != maxStale || got[maxStale-1].What == "" || !strings.HasPrefix(got[maxStale-1].What, "and ") || time.Since(start) > 10*time.Second {
 		t.Errorf("a spec of 80,000 environment variables: %d lines, %v, in %v; want %d lines, the last counting the rest, within 10 s", len(got), err, time.Since(start), maxStale)
 	}
+	// A spec whose edits are the host's but that CDI runtimes refuse
+	// (here a device twice, as a hand edit or an append leaves it) is
+	// stale: before, it was fresh, and --if-stale never replaced it.
+	all := strings.Index(string(want), `  - name: "all"`)
+	next := all + 1 + strings.Index(string(want[all+1:]), "  - name: ")
+	dup := string(want[:next]) + string(want[all:])
+	got, err = Check("dup.yaml", []byte(dup), want, HostFiles{})
+	if err != nil || len(got) != 1 || got[0].String() != `dup.yaml: common edits: CDI runtimes refuse it: invalid spec: device "all" appears twice` {
+		t.Errorf("a spec with a device twice: %q, %v; want one line saying runtimes refuse it", staleLines(got), err)
+	}
 	got, err = Check("s.yaml", []byte(Marker+"\n---\ncdiVersion: [\n"), want, HostFiles{})
 	if err != nil || len(got) != 1 || !strings.HasPrefix(got[0].String(), "s.yaml: common edits: does not parse (") {
 		t.Errorf("a broken spec: %q, %v; want one line saying it does not parse", staleLines(got), err)
