@@ -88,6 +88,16 @@ func generate(c *cli.Context) error { return generateSpec(c, c.Bool("if-stale"))
 
 // generateSpec is `gpuctk cdi generate`; ifStale is its --if-stale.
 func generateSpec(c *cli.Context, ifStale bool) error {
+	// "-" is standard output, as for most tools that write a file.
+	out := c.String("output")
+	if out == "-" {
+		out = ""
+	}
+	// A usage mistake is said first: before the host is read, and before
+	// the driver folder is made.
+	if ifStale && out == "" {
+		return &usageError{cmd: c.Command.HelpName, err: errors.New("--if-stale needs --output: it compares the spec in that file with the host")}
+	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
@@ -100,11 +110,6 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: no NVIDIA driver loaded (%s does not exist): no spec written\n", version)
 			return nil
 		}
-	}
-	// "-" is standard output, as for most tools that write a file.
-	out := c.String("output")
-	if out == "-" {
-		out = ""
 	}
 	format, warning, err := cdi.FormatFor(c.String("format"), out)
 	if err != nil {
@@ -119,9 +124,6 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	}
 	set, data, kind, sum := b.set, b.data, b.kind, b.sum
 	if ifStale {
-		if out == "" {
-			return &usageError{cmd: c.Command.HelpName, err: errors.New("--if-stale needs --output: it compares the spec in that file with the host")}
-		}
 		fresh, err := freshOutput(c, out, data, b.files)
 		if err != nil {
 			return err

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+)
+
+// gpuctk runs the gpuctk command line in this process and returns its
+// standard output, standard error and exit status, as main reports them.
+func gpuctk(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := &cli.App{Name: "gpuctk", Commands: []*cli.Command{cdiCommand()}, HideHelpCommand: true,
+		Flags: logFlags(), Before: quietBefore, Writer: &stdout, ErrWriter: &stderr}
+	strict(app)
+	status := 0
+	if err := app.Run(append([]string{"gpuctk"}, args...)); err != nil {
+		status = report(&stderr, err)
+	}
+	return stdout.String(), stderr.String(), status
+}
+
+// TestGenerateIfStaleNeedsOutput checks that --if-stale without --output
+// is a usage mistake said before the host is read: before, the host was
+// read and the spec built first (the driver folder made on a real host),
+// so a host that could not be read hid the mistake behind its own error.
+func TestGenerateIfStaleNeedsOutput(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--if-stale", "--simulate", filepath.Join(dir, "no-such-profile.toml"))
+	if status != 2 || stdout != "" || !strings.Contains(stderr, "--if-stale needs --output") {
+		t.Errorf("cdi generate --if-stale without --output: exit %d, stdout %q, stderr %q; want 2 and the usage mistake", status, stdout, stderr)
+	}
+	// "-" is standard output too.
+	_, stderr, status = gpuctk(t, "cdi", "generate", "--config", cfg, "--if-stale", "--output", "-", "--simulate", filepath.Join(dir, "no-such-profile.toml"))
+	if status != 2 || !strings.Contains(stderr, "--if-stale needs --output") {
+		t.Errorf("cdi generate --if-stale without --output: exit %d, stderr %q; want 2 and the usage mistake", status, stderr)
+	}
+}
