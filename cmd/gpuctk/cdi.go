@@ -378,7 +378,9 @@ func list(c *cli.Context) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		if len(devices) == 0 && len(specErrs) == 0 {
+		// Conflicting specs hide their names: generating one more
+		// would not help.
+		if len(devices) == 0 && len(specErrs) == 0 && len(conflicts) == 0 {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: note: no CDI devices in %s: `gpuctk cdi generate --output %s` writes this host's\n", strings.Join(cfg.CDI.SpecDirs, ", "), refreshSpec)
 		}
 	}

@@ -45,3 +45,25 @@ func TestGenerateIfStaleNeedsOutput(t *testing.T) {
 		t.Errorf("cdi generate --if-stale without --output: exit %d, stderr %q; want 2 and the usage mistake", status, stderr)
 	}
 }
+
+// TestListConflictsHideEveryDevice checks what `cdi list` says when specs
+// that define the same names leave no device resolved: the conflicts,
+// exit 1, and not the note that the folders hold no device, whose advice
+// (generate a spec) would add one more spec defining the same names.
+func TestListConflictsHideEveryDevice(t *testing.T) {
+	dir := t.TempDir()
+	spec := "cdiVersion: \"0.5.0\"\nkind: \"nvidia.com/gpu\"\ndevices:\n  - name: \"0\"\n    containerEdits:\n      deviceNodes:\n        - path: \"/dev/nvidia0\"\n"
+	for _, name := range []string{"a.yaml", "b.yaml"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, status := gpuctk(t, "cdi", "list", "--config", cfg, "--spec-dir", dir)
+	if status != 1 || !strings.Contains(stderr, "conflict: ") || strings.Contains(stderr, "no CDI devices") {
+		t.Errorf("cdi list of two specs defining one name: exit %d, stderr %q; want 1, the conflict, no note that there are no devices", status, stderr)
+	}
+}
