@@ -229,7 +229,7 @@ func TestGenerateWarmsHook(t *testing.T) {
 	if err := unix.Mkfifo(fifo, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--hook-path", fifo, "--output", filepath.Join(dir, "fifo.yaml"))
+	cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", "l40s", "--config", writeConfig(t, ""), "--hook-path", fifo, "--output", filepath.Join(dir, "fifo-hook", "nvidia.yaml"))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "gpuctk: warning: "+fifo+": not a regular file: not read into the page cache ahead of the first container\n") {
 		t.Errorf("generate with a FIFO as hook path: %v\n%s", err, out)

@@ -136,7 +136,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 			}
 			warmPrograms(c, cfg)
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s is fresh (%s): nothing written\n", out, sum)
-			return nil
+			return sameNamesBeside(out)
 		}
 	}
 	if out == "" {
@@ -167,7 +167,32 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
 	}
 	warmPrograms(c, cfg)
-	return nil
+	return sameNamesBeside(out)
+}
+
+// sameNamesBeside returns an error naming the spec files of out's folder
+// that define names out defines: CDI readers then resolve none of those
+// names from the folder (the spec written as JSON beside the YAML of an
+// earlier run, or a copy of it), so containers would get no device.
+func sameNamesBeside(out string) error {
+	_, conflicts, _, err := cdi.List([]string{filepath.Dir(out)})
+	if err != nil {
+		return nil // cdi list says why
+	}
+	self, err := os.Stat(out)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, cf := range conflicts {
+		for i, f := range cf.Files {
+			if fi, err := os.Stat(f); err == nil && os.SameFile(fi, self) {
+				other := cf.Files[1-i]
+				errs = append(errs, fmt.Errorf("%s defines the same %s as %s: CDI readers resolve none of them from one folder, so containers get no device; remove %s", other, plural.Count(len(cf.Names), "device name"), out, other))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // warmPrograms reads the files of the hook and of gpuctk-runtime into the

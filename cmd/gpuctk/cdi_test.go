@@ -67,3 +67,33 @@ func TestListConflictsHideEveryDevice(t *testing.T) {
 		t.Errorf("cdi list of two specs defining one name: exit %d, stderr %q; want 1, the conflict, no note that there are no devices", status, stderr)
 	}
 }
+
+// TestGenerateBesideSameNames checks that a spec written beside another
+// spec file defining the same names (the spec written as JSON next to the
+// YAML of a previous run) is an error naming the other file: CDI readers
+// then resolve none of those names from the folder, so containers get no
+// device. Before, generate said it wrote the spec and exited 0.
+func TestGenerateBesideSameNames(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("[runtime]\ncache-dir = \""+filepath.Join(dir, "no-cache")+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs := filepath.Join(dir, "cdi")
+	yaml, json := filepath.Join(specs, "nvidia.yaml"), filepath.Join(specs, "nvidia.json")
+	if _, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--simulate", "l40s", "--output", yaml); status != 0 {
+		t.Fatalf("first generate: exit %d: %s", status, stderr)
+	}
+	for _, args := range [][]string{{"--output", json}, {"--output", json, "--if-stale"}} {
+		_, stderr, status := gpuctk(t, append([]string{"cdi", "generate", "--config", cfg, "--simulate", "l40s"}, args...)...)
+		if status != 1 || !strings.Contains(stderr, yaml+" defines the same") {
+			t.Errorf("generate %q beside %s: exit %d, stderr %q; want 1 and an error naming %s", args, yaml, status, stderr, yaml)
+		}
+	}
+	if err := os.Remove(yaml); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--simulate", "l40s", "--output", json, "--if-stale"); status != 0 {
+		t.Errorf("generate alone in its folder: exit %d: %s", status, stderr)
+	}
+}
