@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/mps/peer"
 
@@ -38,6 +40,11 @@ func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error 
 	}
 	if err := m.writeRecord(daemonRecord{Share: *d}); err != nil {
 		return err
+	}
+	if m.driverRoot != "/" {
+		if err := m.linkDriverLibs(d); err != nil {
+			return err
+		}
 	}
 	// The daemon forks and its parent exits; its output goes to a file
 	// rather than a pipe the daemon could hold open forever.
@@ -185,17 +192,48 @@ func (m *Manager) env(d *offer.Share, daemon bool) []string {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+d.UUID())
 	}
 	if m.driverRoot != "/" {
-		var libs []string
-		for _, dir := range driver.LibDirs {
-			if fi, err := os.Stat(filepath.Join(m.driverRoot, dir)); err == nil && fi.IsDir() {
-				libs = append(libs, filepath.Join(m.driverRoot, dir))
-			}
-		}
-		if len(libs) > 0 {
-			env = append(env, "LD_LIBRARY_PATH="+strings.Join(libs, ":"))
-		}
+		env = append(env, "LD_LIBRARY_PATH="+driverLibDir(d))
 	}
 	return env
+}
+
+// driverLibDir is the folder of links to the driver's libraries that a
+// daemon whose driver root is not / loads them from (see linkDriverLibs).
+func driverLibDir(d *offer.Share) string { return filepath.Join(d.Dir, "driver-lib") }
+
+// linkDriverLibs makes driverLibDir hold a link to each of the driver's
+// libraries under the driver root, and nothing else. The daemon runs with
+// the loader and glibc of the system gpuctk runs on (in the device
+// plugin's image, the image's): were the driver root's library folders on
+// LD_LIBRARY_PATH, the loader would take the driver root's glibc from
+// them, which does not match it ("version GLIBC_PRIVATE not defined"),
+// and neither the daemon nor its servers would start. The driver's
+// libraries need only an older glibc. The folder is made anew for each
+// start, so a driver upgraded under the driver root is what the next
+// daemon loads.
+func (m *Manager) linkDriverLibs(d *offer.Share) error {
+	dir := driverLibDir(d)
+	tmp, err := os.MkdirTemp(d.Dir, ".driver-lib-")
+	if err != nil {
+		return fmt.Errorf("driver library folder: %w", err)
+	}
+	defer os.RemoveAll(tmp) // the old folder, once swapped; the new one on failure
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fmt.Errorf("driver library folder: %w", err)
+	}
+	for name, target := range driver.Libraries(m.driverRoot) {
+		if err := os.Symlink(target, filepath.Join(tmp, name)); err != nil {
+			return fmt.Errorf("driver library folder: %w", err)
+		}
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) {
+		err = os.Rename(tmp, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("driver library folder: %w", err)
+	}
+	return nil
 }
 
 // viewTries bounds how often control checks the pipe folder afresh when

@@ -241,6 +241,7 @@ func TestManagerLifecycle(t *testing.T) {
 			"CUDA_MPS_PIPE_DIRECTORY=" + tc.d.PipeDir(),
 			"CUDA_MPS_LOG_DIRECTORY=" + tc.d.LogDir(),
 			"CUDA_VISIBLE_DEVICES=" + tc.d.UUID(),
+			"LD_LIBRARY_PATH=" + filepath.Join(tc.d.Dir, "driver-lib"), // the driver's libraries alone
 			"PWD=/", // os/exec's, for the working folder
 		}
 		if !slices.Equal(rec.Env, wantEnv) || rec.CUDAVisibleDevices != tc.d.UUID() {

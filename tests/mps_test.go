@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -466,4 +468,85 @@ func TestMPSNeverStarted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMPSDriverRootGlibc: under a driver root other than / (the device
+// plugin's image, with the host at /driver-root), the daemon runs with
+// the loader of the system gpuctk runs on, and must not load the driver
+// root's glibc, which does not match it. The double is built dynamically
+// here, and the driver root's libc.so.6 is junk, so a daemon that looked
+// in the driver root's library folders would not start ("invalid ELF
+// header"); the driver's own libraries it must still find.
+func TestMPSDriverRootGlibc(t *testing.T) {
+	e := newMPSEnv(t, "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n")
+	double := filepath.Join(t.TempDir(), "mpsdouble")
+	build := exec.Command("go", "build", "-o", double, "./tests/mpsdouble")
+	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=1") // net through cgo: linked against glibc
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the MPS double with cgo: %v\n%s", err, out)
+	}
+	if f, err := elf.Open(double); err != nil {
+		t.Fatal(err)
+	} else {
+		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		f.Close()
+		if !dynamic {
+			t.Fatalf("the double built with CGO_ENABLED=1 is static: the test needs one that loads glibc")
+		}
+	}
+	copyFile(t, double, filepath.Join(e.driverRoot, "usr/bin/nvidia-cuda-mps-control"), 0o755)
+	for _, dir := range []string{"usr/lib/x86_64-linux-gnu", "lib/x86_64-linux-gnu", "usr/lib64", "lib64"} {
+		p := filepath.Join(e.driverRoot, dir, "libc.so.6")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("the driver root's glibc, which the loader must not take\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	libcuda := filepath.Join(e.driverRoot, "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06")
+	if err := os.WriteFile(libcuda, []byte("libcuda"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("libcuda.so.580.65.06", filepath.Join(filepath.Dir(libcuda), "libcuda.so.1")); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, code := runResult(t, bin("gpuctk"), e.args("start", "dgx-a100")...)
+	if code != 0 || !strings.Contains(out, "started") {
+		t.Fatalf("mps start with a driver root holding another glibc: exit %d\n%s%s", code, out, stderr)
+	}
+	data, err := os.ReadFile(filepath.Join(e.stateRoot, dgxGPU0, "log", "mpsdouble.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct {
+		Env []string `json:"env"`
+	}
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	var libPath string
+	for _, v := range rec.Env {
+		if s, ok := strings.CutPrefix(v, "LD_LIBRARY_PATH="); ok {
+			libPath = s
+		}
+	}
+	found := false
+	for _, dir := range filepath.SplitList(libPath) {
+		if _, err := os.Stat(filepath.Join(dir, "libc.so.6")); err == nil {
+			t.Errorf("the daemon's LD_LIBRARY_PATH %s holds a libc.so.6 (%s)", libPath, dir)
+		}
+		if got, err := os.ReadFile(filepath.Join(dir, "libcuda.so.1")); err == nil && string(got) == "libcuda" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the daemon's LD_LIBRARY_PATH %q does not lead to the driver root's libcuda.so.1", libPath)
+	}
+	if st := run(t, bin("gpuctk"), e.args("status", "dgx-a100")...); !strings.Contains(st, "running") {
+		t.Errorf("status after start:\n%s", st)
+	}
+	run(t, bin("gpuctk"), e.args("stop", "dgx-a100")...)
 }
