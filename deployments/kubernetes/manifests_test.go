@@ -197,3 +197,23 @@ func TestPluginMakesMPSMountPoints(t *testing.T) {
 		t.Errorf("the MPS state root %s is mounted read-only: the plugin cannot make the MPS devices' mount points", root)
 	}
 }
+
+// TestMPSHostPID: gpuctk tells an MPS daemon from a socket a tenant
+// planted by the socket's peer, SO_PEERCRED's pid, whose mount namespace
+// it reads under /proc and compares, with the pid, to what `gpuctk mps`
+// recorded. The kernel gives that pid in the reader's PID namespace, 0
+// where the daemon is not in it. So the mps component must run the
+// daemons in the host's PID namespace (the pid it records is the one the
+// hook's mps-check, on the host, sees), and the device plugin must read
+// pids there: in a pod's own namespace every MPS replica would be
+// Unhealthy ("its listener (pid 0): ... no such file or directory") and
+// every MPS container refused by the hook.
+func TestMPSHostPID(t *testing.T) {
+	for _, f := range []string{"device-plugin.yaml", "mps/mps-daemon.yaml"} {
+		var ds appsv1.DaemonSet
+		decode(t, f, &ds)
+		if !ds.Spec.Template.Spec.HostPID {
+			t.Errorf("%s: hostPID is not true: MPS daemons' pids would not be seen where they are checked", f)
+		}
+	}
+}
