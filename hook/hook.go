@@ -53,6 +53,9 @@ type state struct {
 
 // Container is what the hook needs of the bundle's config.json.
 type Container struct {
+	// Bundle is the host path of the container's bundle, which holds its
+	// config.json.
+	Bundle string
 	// Root is the host path of the container's root file system.
 	Root string
 	// UID and GID own what the hook creates in Root: the host IDs that
@@ -123,6 +126,7 @@ func bundleContainer(bundle string) (Container, error) {
 	if !filepath.IsAbs(c.Root) {
 		c.Root = filepath.Join(bundle, c.Root)
 	}
+	c.Bundle = bundle
 	return c, nil
 }
 

@@ -57,7 +57,7 @@ func mainEnv(env *Env, args []string) int {
 			if len(f["pipe-dir"]) != 1 || len(f["uuid"]) != 1 {
 				err = errors.New("--pipe-dir and --uuid are each needed once")
 			} else {
-				err = CheckMPS(f["pipe-dir"][0], f["uuid"][0])
+				err = env.CheckMPSContainer(f["pipe-dir"][0], f["uuid"][0])
 			}
 		}
 	default:

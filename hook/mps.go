@@ -1,12 +1,76 @@
 package hook
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuctk/gpuctk/mps/peer"
 )
+
+// containerPipeDir is where an MPS replica's edits bind its daemon's pipe
+// folder in the container (mps.ContainerPipeDir), and mpsCheck the
+// subcommand of their hook call (mps.HookCommand).
+const (
+	containerPipeDir = "/tmp/nvidia-mps"
+	mpsCheck         = "mps-check"
+)
+
+// CheckMPSContainer checks the device's daemon as CheckMPS does, then
+// refuses a container given MPS replicas of more than one device. Each
+// replica binds its daemon's pipe folder at /tmp/nvidia-mps, so such a
+// container would reach one daemon only (CDI keeps the last mount at a
+// path), and its other devices' clients would hang or fail with an opaque
+// CUDA error. The device plugin never gives a container two MPS replicas
+// of one resource, but a pod may ask for two MPS resources, and CDI names
+// may be given by hand. The replicas are told by their mps-check calls in
+// config.json, one per device, each naming its pipe folder.
+func (e *Env) CheckMPSContainer(pipeDir, uuid string) error {
+	if err := CheckMPS(pipeDir, uuid); err != nil {
+		return err
+	}
+	c, err := e.Container()
+	if err != nil {
+		return err
+	}
+	data, err := readBundleFile(filepath.Join(c.Bundle, "config.json"), maxConfigSize)
+	if err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	var cfg struct {
+		Hooks struct {
+			CreateContainer []struct {
+				Args []string `json:"args"`
+			} `json:"createContainer"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return fmt.Errorf("bundle %s/config.json: %w", c.Bundle, err)
+	}
+	var pipes []string
+	for _, h := range cfg.Hooks.CreateContainer {
+		if len(h.Args) < 2 || h.Args[1] != mpsCheck {
+			continue
+		}
+		for i, a := range h.Args[2:] {
+			p, ok := strings.CutPrefix(a, "--pipe-dir=")
+			if a == "--pipe-dir" && i+3 < len(h.Args) {
+				p, ok = h.Args[i+3], true
+			}
+			if ok && !slices.Contains(pipes, filepath.Clean(p)) {
+				pipes = append(pipes, filepath.Clean(p))
+			}
+		}
+	}
+	if len(pipes) > 1 {
+		return fmt.Errorf("the container is given MPS replicas of %d devices, whose daemons' pipe folders (%s) are each bound at %s, where a client finds the one daemon it uses: give a container MPS replicas of one device only",
+			len(pipes), strings.Join(pipes, ", "), containerPipeDir)
+	}
+	return nil
+}
 
 // CheckMPS fails unless the MPS daemon gpuctk started for the device uuid
 // accepts a connection on pipeDir/control, so the container is refused with

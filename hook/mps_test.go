@@ -2,6 +2,7 @@ package hook
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -49,6 +50,34 @@ func listen(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
+}
+
+// mpsState makes a bundle whose config.json holds an MPS replica's
+// mps-check call for each of pipes, as the spec's edits put them there,
+// and returns the OCI state naming it.
+func mpsState(t *testing.T, pipes ...string) []byte {
+	t.Helper()
+	b := t.TempDir()
+	hooks := []map[string]any{{"path": "/usr/bin/gpuctk-hook", "args": []string{"gpuctk-hook", "setup", "--folder", "/usr/lib"}}}
+	for i, p := range pipes {
+		args := []string{"gpuctk-hook", "mps-check", "--pipe-dir", p, "--uuid", "GPU-x"}
+		if i%2 == 1 {
+			args = []string{"gpuctk-hook", "mps-check", "--uuid", "GPU-y", "--pipe-dir=" + p + "/"}
+		}
+		hooks = append(hooks, map[string]any{"path": "/usr/bin/gpuctk-hook", "args": args})
+	}
+	cfg, err := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]any{"path": "rootfs"},
+		"hooks": map[string]any{"createContainer": hooks},
+		// CDI keeps the last mount at a path: one, whatever the devices.
+		"mounts": []map[string]any{{"destination": "/tmp/nvidia-mps", "source": pipes[len(pipes)-1], "type": "bind"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "id": "c1", "status": "creating", "pid": 1, "bundle": b})
+	return st
 }
 
 func TestMPSCheck(t *testing.T) {
@@ -101,32 +130,51 @@ func TestMPSCheck(t *testing.T) {
 	hugeRecord := mpsDir(t, own+strings.Repeat(" ", 2<<20))
 	listen(t, filepath.Join(hugeRecord, "control"))
 
+	other := mpsDir(t, own)
+	listen(t, filepath.Join(other, "control"))
+	twoDevices := "gpuctk-hook mps-check: the container is given MPS replicas of 2 devices, whose daemons' pipe folders (" + live + ", " + other +
+		") are each bound at /tmp/nvidia-mps, where a client finds the one daemon it uses: give a container MPS replicas of one device only\n"
+
 	for _, tc := range []struct {
 		name   string
 		args   []string
 		code   int
 		stderr string
+		pipes  []string // bound at /tmp/nvidia-mps in the container; default: the --pipe-dir
 	}{
-		{"running", []string{"--pipe-dir", live, "--uuid", uuid}, 0, ""},
-		{"flags with =", []string{"--pipe-dir=" + live, "--uuid=" + uuid}, 0, ""},
-		{"stale socket", []string{"--pipe-dir", stale, "--uuid", uuid}, 1, notRunning},
-		{"no pipe dir", []string{"--pipe-dir", filepath.Join(live, "none"), "--uuid", uuid}, 1, notRunning},
-		{"planted socket", []string{"--pipe-dir", planted, "--uuid", uuid}, 1, notRunning},
-		{"listener not the daemon", []string{"--pipe-dir", otherPID, "--uuid", uuid}, 1, notRunning},
-		{"no record", []string{"--pipe-dir", noRecord, "--uuid", uuid}, 1, notRunning},
-		{"socket is a link", []string{"--pipe-dir", link, "--uuid", uuid}, 1, notRunning},
-		{"socket is a FIFO", []string{"--pipe-dir", fifo, "--uuid", uuid}, 1, notRunning},
-		{"record is a FIFO", []string{"--pipe-dir", fifoRecord, "--uuid", uuid}, 1, notRunning},
-		{"record is a link", []string{"--pipe-dir", linkRecord, "--uuid", uuid}, 1, notRunning},
-		{"record over 1 MiB", []string{"--pipe-dir", hugeRecord, "--uuid", uuid}, 1, notRunning},
-		{"no uuid", []string{"--pipe-dir", live}, 1, "gpuctk-hook mps-check: --pipe-dir and --uuid are each needed once\n"},
-		{"newer flag", []string{"--pipe-dir", live, "--uuid", uuid, "--timeout", "5s"}, 0, "gpuctk-hook: warning: unknown flag --timeout ignored\n"},
+		{"running", []string{"--pipe-dir", live, "--uuid", uuid}, 0, "", nil},
+		{"flags with =", []string{"--pipe-dir=" + live, "--uuid=" + uuid}, 0, "", nil},
+		// Replicas of two devices: the client would reach one daemon.
+		{"replicas of two devices", []string{"--pipe-dir", live, "--uuid", uuid}, 1, twoDevices, []string{live, other}},
+		{"two replicas of one device", []string{"--pipe-dir", live, "--uuid", uuid}, 0, "", []string{live, live}},
+		{"stale socket", []string{"--pipe-dir", stale, "--uuid", uuid}, 1, notRunning, nil},
+		{"no pipe dir", []string{"--pipe-dir", filepath.Join(live, "none"), "--uuid", uuid}, 1, notRunning, nil},
+		{"planted socket", []string{"--pipe-dir", planted, "--uuid", uuid}, 1, notRunning, nil},
+		{"listener not the daemon", []string{"--pipe-dir", otherPID, "--uuid", uuid}, 1, notRunning, nil},
+		{"no record", []string{"--pipe-dir", noRecord, "--uuid", uuid}, 1, notRunning, nil},
+		{"socket is a link", []string{"--pipe-dir", link, "--uuid", uuid}, 1, notRunning, nil},
+		{"socket is a FIFO", []string{"--pipe-dir", fifo, "--uuid", uuid}, 1, notRunning, nil},
+		{"record is a FIFO", []string{"--pipe-dir", fifoRecord, "--uuid", uuid}, 1, notRunning, nil},
+		{"record is a link", []string{"--pipe-dir", linkRecord, "--uuid", uuid}, 1, notRunning, nil},
+		{"record over 1 MiB", []string{"--pipe-dir", hugeRecord, "--uuid", uuid}, 1, notRunning, nil},
+		{"no uuid", []string{"--pipe-dir", live}, 1, "gpuctk-hook mps-check: --pipe-dir and --uuid are each needed once\n", nil},
+		{"newer flag", []string{"--pipe-dir", live, "--uuid", uuid, "--timeout", "5s"}, 0, "gpuctk-hook: warning: unknown flag --timeout ignored\n", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
 			start := time.Now()
-			// The check reads no OCI state.
-			code := Main(append([]string{"mps-check"}, tc.args...), bytes.NewReader(nil), &stderr)
+			pipes := tc.pipes
+			for i, a := range tc.args {
+				if tc.pipes != nil {
+					break
+				}
+				if v, ok := strings.CutPrefix(a, "--pipe-dir="); ok {
+					pipes = []string{v}
+				} else if a == "--pipe-dir" && i+1 < len(tc.args) {
+					pipes = []string{tc.args[i+1]}
+				}
+			}
+			code := Main(append([]string{"mps-check"}, tc.args...), bytes.NewReader(mpsState(t, pipes...)), &stderr)
 			if code != tc.code || stderr.String() != tc.stderr {
 				t.Errorf("exit %d, stderr %q\nwant exit %d, stderr %q", code, stderr.String(), tc.code, tc.stderr)
 			}

@@ -410,10 +410,19 @@ shm-size = "64MiB"
 		t.Errorf("mig-0 daemon: %+v", r)
 	}
 
+	// Replicas of two devices in one container: each binds its daemon's
+	// pipe folder at /tmp/nvidia-mps, so a client would reach one daemon
+	// only. The hook refuses the container and says why.
+	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0::0", "--device", vendor + "/gpu=mig-0::1"}, "true")
+	want := "the container is given MPS replicas of 2 devices"
+	if err == nil || !strings.Contains(out, want) || !strings.Contains(out, "give a container MPS replicas of one device only") {
+		t.Errorf("podman with replicas of two MPS devices: %v\n%s\nwant the output to hold %q", err, out, want)
+	}
+
 	// With the daemon stopped, the hook refuses the container and says why.
 	run(t, bin("gpuctk"), mpsArgs("stop")...)
-	out, err := podman(t, rootfs, []string{"--device", vendor + "/gpu=0::1"}, "true")
-	want := "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
+	out, err = podman(t, rootfs, []string{"--device", vendor + "/gpu=0::1"}, "true")
+	want = "MPS daemon for " + dgxGPU0 + " is not running: run `gpuctk mps start` or start gpuctk-mps.service"
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("podman with the daemon stopped: %v\n%s\nwant the output to hold %q", err, out, want)
 	}

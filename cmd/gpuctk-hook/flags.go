@@ -115,7 +115,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 			return 0
 		}
 		if err == nil {
-			err = hook.CheckMPS(pipeDir[0], uuid[0])
+			err = env.CheckMPSContainer(pipeDir[0], uuid[0])
 		}
 	default:
 		if env.Quiet {
