@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -42,10 +41,6 @@ type State struct {
 	// DevRoot is where the device nodes are; Simulated hosts are healthy.
 	DevRoot   string
 	Simulated bool
-	// NUMA is each GPU's NUMA node by UUID, from sysfs under DevRoot;
-	// absent where the platform gives none. Every device is advertised
-	// with its GPU's, for the kubelet's Topology Manager.
-	NUMA map[string]int64
 	// Notes are what the operator should know of the resolution, logged
 	// when it is applied.
 	Notes []string
@@ -78,9 +73,6 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 	}
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated, Runtime: cfg}
-	if !simulated {
-		st.NUMA = numaNodes(st.DevRoot, set.Host.GPUs)
-	}
 	devices, _ := capability.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
 	for _, dev := range devices {
 		name := strings.TrimPrefix(dev, capability.DevicePrefix)
@@ -102,30 +94,6 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 		}
 	}
 	return st, nil
-}
-
-// numaNodes reads each GPU's NUMA node as NVIDIA's plugin does: sysfs
-// numa_node of its PCI bus ID (NVML's 8-digit domain cut to sysfs's 4).
-// A GPU with no file, or -1 (no NUMA affinity), is left out.
-func numaNodes(devRoot string, gpus []inventory.GPU) map[string]int64 {
-	out := map[string]int64{}
-	for _, g := range gpus {
-		bus := strings.ToLower(g.PCIBusID)
-		if len(bus) == len("00000000:00:00.0") {
-			bus = bus[4:]
-		}
-		if bus == "" {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus, "numa_node"))
-		if err != nil {
-			continue
-		}
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil && n >= 0 {
-			out[g.UUID] = n
-		}
-	}
-	return out
 }
 
 // Plugin runs one server per resource and keeps them registered.

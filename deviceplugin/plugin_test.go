@@ -1420,6 +1420,7 @@ func TestTopologyNUMA(t *testing.T) {
 	}
 	p, _ := inventory.LoadProfile("l40s")
 	h, _ := p.Host()
+	h.ReadNUMA(devRoot) // as the plugin's host loader does on a real host
 	set, err := offer.Resolve(h, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -1454,5 +1455,47 @@ func TestTopologyNUMA(t *testing.T) {
 	}
 	if got["0"] != "1" || got["1"] != "" {
 		t.Errorf("ListAndWatch topology: %v, want GPU 0 on NUMA node 1, GPU 1 with none", got)
+	}
+
+	// A simulated host's come from its profile: dgx-a100's GPUs 0-3 on
+	// node 0, its MIG devices (GPUs 4-7) on node 1.
+	p, _ = inventory.LoadProfile("dgx-a100")
+	h, _ = p.Host()
+	cfg, _ = config.Parse([]byte("[kubernetes]\nmig-strategy = \"mixed\"\n"))
+	if set, err = offer.Resolve(h, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = NewState(cfg, set, nil, "nvidia.com/gpu", nil, true); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	for i := range st.Resources {
+		r := &st.Resources[i]
+		s := newServer(t.TempDir(), st, r, quiet, nil)
+		if err := s.start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.stop)
+		stream, err := dial(t, s.socket).ListAndWatch(ctx, &pb.Empty{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range resp.Devices {
+			want := int64(0)
+			if strings.HasPrefix(d.ID, "mig-") {
+				want = 1
+			}
+			if n := d.Topology.GetNodes(); len(n) != 1 || n[0].ID != want {
+				t.Errorf("%s %s: topology %v, want NUMA node %d", r.Name, d.ID, n, want)
+			}
+			seen[want]++
+		}
+	}
+	if seen[0] != 4 || seen[1] != 16 {
+		t.Errorf("devices seen on NUMA nodes 0 and 1: %v, want 4 GPUs and 16 MIG devices", seen)
 	}
 }

@@ -188,8 +188,9 @@ func (s *server) ListAndWatch(_ *pb.Empty, stream pb.DevicePlugin_ListAndWatchSe
 				h = pb.Unhealthy
 			}
 			devs[i] = &pb.Device{ID: d.Name(), Health: h}
-			if n, ok := s.state.NUMA[d.GPU.UUID]; ok {
-				devs[i].Topology = &pb.TopologyInfo{Nodes: []*pb.NUMANode{{ID: n}}}
+			// The GPU's NUMA node, for the kubelet's Topology Manager.
+			if n := d.GPU.NUMANode; n != nil {
+				devs[i].Topology = &pb.TopologyInfo{Nodes: []*pb.NUMANode{{ID: int64(*n)}}}
 			}
 		}
 		changed := s.changed

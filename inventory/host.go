@@ -30,6 +30,9 @@ type GPU struct {
 	// the same host bridge, 40 the same NUMA node, 50 across sockets.
 	// Empty when the host does not say; then no GPU is closer than another.
 	Distance []int `toml:"distance,omitempty" json:"distance,omitempty"`
+	// NUMANode is the NUMA node the GPU is attached to; nil where the
+	// platform does not say (one node, or none reported). See ReadNUMA.
+	NUMANode *int `toml:"numa-node,omitempty" json:"numaNode,omitempty"`
 	// MIG lists the MIG devices of a GPU with MIG enabled, in MIG index order.
 	MIG []MIGDevice `toml:"mig-device" json:"migDevices,omitempty"`
 }
@@ -113,6 +116,9 @@ func (h *Host) Validate() error {
 		}
 		if err := h.validDistance(g); err != nil {
 			return err
+		}
+		if g.NUMANode != nil && *g.NUMANode < 0 {
+			return fmt.Errorf("GPU %d: numa-node %d: want 0 or more, or no numa-node where the GPU has no NUMA affinity", g.Index, *g.NUMANode)
 		}
 		migIdx := map[int]bool{}
 		for _, m := range g.MIG {

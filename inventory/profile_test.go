@@ -30,6 +30,18 @@ func TestEmbeddedProfiles(t *testing.T) {
 		if w := want[name]; len(h.GPUs) != w.gpus || mig != w.mig {
 			t.Errorf("%s: %d GPUs, %d MIG devices; want %d, %d", name, len(h.GPUs), mig, w.gpus, w.mig)
 		}
+		// NUMA nodes agree with the topology: GPUs within a NUMA
+		// node's distance share one, GPUs across sockets do not.
+		for _, g := range h.GPUs {
+			for _, o := range h.GPUs {
+				if g.NUMANode == nil || o.NUMANode == nil || len(g.Distance) == 0 {
+					continue
+				}
+				if same, d := *g.NUMANode == *o.NUMANode, h.Distance(g.Index, o.Index); same != (d <= TopologyNUMANode) {
+					t.Errorf("%s: GPUs %d and %d are at distance %d on NUMA nodes %d and %d", name, g.Index, o.Index, d, *g.NUMANode, *o.NUMANode)
+				}
+			}
+		}
 	}
 }
 
@@ -43,6 +55,7 @@ func TestProfileErrors(t *testing.T) {
 		{"distance level", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [0, 15]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [15, 0]\n", "want 0, 10, 20"},
 		{"distance to itself", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [10, 10]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [10, 0]\n", "to itself: want 0"},
 		{"distance asymmetric", "driver-version = \"1\"\n[[gpu]]\nindex = 0\nminor = 0\nuuid = \"GPU-0\"\ndistance = [0, 10]\n[[gpu]]\nindex = 1\nminor = 1\nuuid = \"GPU-1\"\ndistance = [20, 0]\n", "the same both ways"},
+		{"numa-node negative", "driver-version = \"1\"\n[[gpu]]\nuuid = \"GPU-1\"\nnuma-node = -1\n", "numa-node -1: want 0 or more"},
 		{"mig on non-mig", "driver-version = \"1\"\n[[gpu]]\nuuid = \"GPU-1\"\n[[gpu.mig-device]]\nuuid = \"MIG-1\"\n", "MIG is disabled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

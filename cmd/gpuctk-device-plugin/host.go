@@ -70,6 +70,9 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p == nil {
+		h.ReadNUMA(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
+	}
 	offered, err := offer.Resolve(h, cfg)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,51 @@
+package inventory
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// TestReadNUMA: each GPU's NUMA node from sysfs under the dev root, by its
+// PCI bus ID in sysfs's form; -1 (no affinity), a missing file or junk
+// leave none, and a node the inventory already has (a profile's, NVML's)
+// is kept.
+func TestReadNUMA(t *testing.T) {
+	devRoot := t.TempDir()
+	for bus, node := range map[string]string{
+		"0000:01:00.0": "1\n",
+		"0000:41:00.0": "-1\n",
+		"0000:81:00.0": "junk\n",
+		"0000:c1:00.0": "0\n",
+	} {
+		dir := filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "numa_node"), []byte(node), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	three := 3
+	h := &Host{GPUs: []GPU{
+		{Index: 0, PCIBusID: "00000000:01:00.0"},
+		{Index: 1, PCIBusID: "00000000:41:00.0"},
+		{Index: 2, PCIBusID: "00000000:81:00.0"},
+		{Index: 3, PCIBusID: "0000:C1:00.0"},
+		{Index: 4, PCIBusID: "00000000:E1:00.0"},
+		{Index: 5, PCIBusID: "00000000:01:00.0", NUMANode: &three},
+		{Index: 6, PCIBusID: "../../../../etc"},
+	}}
+	h.ReadNUMA(devRoot)
+	want := []string{"1", "none", "none", "0", "none", "3", "none"}
+	for i, g := range h.GPUs {
+		got := "none"
+		if g.NUMANode != nil {
+			got = strconv.Itoa(*g.NUMANode)
+		}
+		if got != want[i] {
+			t.Errorf("GPU %d (%s): NUMA node %s, want %s", g.Index, g.PCIBusID, got, want[i])
+		}
+	}
+}
