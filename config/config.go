@@ -395,6 +395,13 @@ func (c *CDI) validate() error {
 	if !filepath.IsAbs(c.HookPath) {
 		return fmt.Errorf(`"hook-path" %q is not an absolute path: give gpuctk-hook's full path, such as /usr/bin/gpuctk-hook`, c.HookPath)
 	}
+	// The spec names host paths under these roots, which runtimes resolve
+	// from their own working folder: a relative root is refused here.
+	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}} {
+		if r.path != "" && !filepath.IsAbs(r.path) {
+			return fmt.Errorf(`%q %q is not an absolute path: give the folder's full path, such as /run/nvidia/driver`, r.key, r.path)
+		}
+	}
 	// The spec's kind is vendor/class: the spec's own validation parses
 	// the kind back, and blames the wrong half when one holds a slash.
 	if err := parser.ValidateVendorName(c.Vendor); err != nil {

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,5 +20,31 @@ func TestHookPathAbsolute(t *testing.T) {
 	}
 	if err := Default().Override(map[string]string{"hook-path": "/opt/gpuctk/gpuctk-hook"}); err != nil {
 		t.Error(err)
+	}
+}
+
+// A relative driver root in the file is refused: the spec would name
+// paths under it that runtimes resolve from their own working folder.
+// Given as a flag, it is taken from the working folder; host-driver-root,
+// a path on another system's side, is refused either way.
+func TestRootsAbsolute(t *testing.T) {
+	for _, key := range []string{"driver-root", "dev-root", "host-driver-root"} {
+		if _, err := Parse([]byte("[cdi]\n" + key + " = \"driver\"\n")); err == nil || !strings.Contains(err.Error(), `"`+key+`" "driver" is not an absolute path`) {
+			t.Errorf("Parse of a relative %s: %v, want an error naming it", key, err)
+		}
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := c.Override(map[string]string{"driver-root": "driver", "dev-root": "./dev/"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.CDI.DriverRoot != filepath.Join(wd, "driver") || c.CDI.DevRoot != filepath.Join(wd, "dev") {
+		t.Errorf("--driver-root driver --dev-root ./dev/: %q, %q; want them under %s", c.CDI.DriverRoot, c.CDI.DevRoot, wd)
+	}
+	if err := Default().Override(map[string]string{"host-driver-root": "host"}); err == nil || !strings.Contains(err.Error(), "host-driver-root") {
+		t.Errorf("--host-driver-root host: %v, want an error naming it", err)
 	}
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -11,8 +12,10 @@ import (
 // else the file, else the default: the file and its defaults are read
 // first, then Override applies what the command line was given.
 var overrides = map[string]func(c *Config, v string){
-	"driver-root":      func(c *Config, v string) { c.CDI.DriverRoot = v },
-	"dev-root":         func(c *Config, v string) { c.CDI.DevRoot = v },
+	// Folders gpuctk reads: a relative one is taken from the working
+	// folder, as a path given to any command is.
+	"driver-root":      func(c *Config, v string) { c.CDI.DriverRoot = absolute(v) },
+	"dev-root":         func(c *Config, v string) { c.CDI.DevRoot = absolute(v) },
 	"host-driver-root": func(c *Config, v string) { c.CDI.HostDriverRoot = v },
 	"hook-path":        func(c *Config, v string) { c.CDI.HookPath = v },
 	"vendor":           func(c *Config, v string) { c.CDI.Vendor = v },
@@ -25,6 +28,17 @@ var overrides = map[string]func(c *Config, v string){
 	"cuda-compat":                      func(c *Config, v string) { c.CDI.CUDACompat = boolValue(v) },
 	"disable-device-node-modification": func(c *Config, v string) { c.CDI.DisableDeviceNodeModification = boolValue(v) },
 	"driver-folder":                    func(c *Config, v string) { c.CDI.DriverFolder = boolValue(v) },
+}
+
+// absolute returns path made absolute from the working folder; "" stays.
+func absolute(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path // validate says what is wrong with it
 }
 
 // boolValue is a boolean flag's value, which the command line parsed.
