@@ -223,6 +223,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if p.health <= 0 {
 		return fmt.Errorf("health check interval %v: must be more than 0", p.health)
 	}
+	if p.recovery < 0 {
+		return fmt.Errorf("XID recovery time %v: must be 0 (Unhealthy until a restart) or more", p.recovery)
+	}
 	st, err := p.load()
 	if err != nil {
 		return err

@@ -911,6 +911,12 @@ func TestPlugin_HealthIntervalZero(t *testing.T) {
 	if err == nil || err.Error() != "health check interval 0s: must be more than 0" {
 		t.Errorf("Run: %v", err)
 	}
+	// A negative XID recovery time was taken as 0 (Unhealthy until a
+	// restart), the opposite of a short one.
+	err = New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithHealthInterval(time.Second), WithXIDRecovery(-time.Minute), WithLogger(quiet)).Run(context.Background())
+	if err == nil || err.Error() != "XID recovery time -1m0s: must be 0 (Unhealthy until a restart) or more" {
+		t.Errorf("Run with --xid-recovery -1m: %v", err)
+	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "gpuctk-*")); len(m) != 0 {
 		t.Errorf("sockets made: %v", m)
 	}
