@@ -422,6 +422,25 @@ func checkDebLifecycle(t *testing.T, v1, v2 packages) {
 		t.Errorf("the upgrade removed the spec: %v", err)
 	}
 
+	// Remove, then install again (apt remove, apt install): dpkg keeps
+	// the conffile, so the reinstall's postinst is told the old version,
+	// as on an upgrade. The units enabled before the removal are enabled
+	// again, the admin's disable is kept, and the removal took the spec.
+	run(t, "systemctl", "enable", "gpuctk-device-plugin.service")
+	if out, err := dpkg(t, "--remove", "gpuctk"); err != nil {
+		t.Fatalf("dpkg --remove gpuctk: %v\n%s", err, out)
+	}
+	if _, err := os.Lstat(specPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s is left after dpkg --remove (%v)", specPath, err)
+	}
+	if out, err := dpkg(t, "-i", v2.deb); err != nil {
+		t.Fatalf("dpkg -i %s (after dpkg --remove): %v\n%s", filepath.Base(v2.deb), err, out)
+	}
+	checkEnabled(t, "gpuctk-cdi-refresh.service", "enabled")
+	checkEnabled(t, "gpuctk-cdi-refresh.path", "disabled")
+	checkEnabled(t, "gpuctk-device-plugin.service", "enabled")
+	checkEnabled(t, "gpuctk-mps.service", "disabled")
+
 	// Purge: nothing is left.
 	if out, err := dpkg(t, "--purge", "gpuctk"); err != nil {
 		t.Fatalf("dpkg --purge gpuctk: %v\n%s", err, out)
@@ -429,7 +448,7 @@ func checkDebLifecycle(t *testing.T, v1, v2 packages) {
 	if v := installedVersion(); v != "" {
 		t.Errorf("gpuctk %s is still installed after purge", v)
 	}
-	gone := []string{"/etc/gpuctk", "/usr/share/doc/gpuctk", specPath}
+	gone := []string{"/etc/gpuctk", "/usr/share/doc/gpuctk", "/var/lib/gpuctk", specPath}
 	for _, m := range []map[string]string{packagedFiles, debOnly} {
 		for f := range m {
 			gone = append(gone, f)

@@ -23,6 +23,7 @@ if [ "$1" = purge ]; then
 	# driver-folder): on purge only, as a running container may have one
 	# mounted, and removing its links would take the files from it.
 	rm -rf /var/lib/gpuctk/driver
+	rm -f /var/lib/gpuctk/enabled-units
 	rmdir /var/lib/gpuctk 2>/dev/null || true
 	# dpkg removes the conffile; the folder may hold an admin's backups.
 	rmdir /etc/gpuctk 2>/dev/null || true
