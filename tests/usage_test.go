@@ -27,6 +27,7 @@ func TestUsageMistakes(t *testing.T) {
 		{[]string{"labels", "--simulate", "l40s", "x"}, `unexpected argument "x"`},
 		{[]string{"config", "import-device-plugin"}, "want one FILE"},
 		{[]string{"--no-such-flag"}, `unknown flag "no-such-flag"`},
+		{[]string{"runtime", "configure", "--dry-run"}, "--runtime is missing: the engine to configure: containerd, crio, docker or podman"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

@@ -29,7 +29,7 @@ func runtimeCommand() *cli.Command {
 				"A file of yours that is rewritten is backed up with the suffix " + engine.BackupSuffix + ".\n" +
 				"Restart the engine afterwards.",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "runtime", EnvVars: envVar("runtime"), Usage: "the engine to configure: " + fmt.Sprint(engine.Engines), Required: true},
+				&cli.StringFlag{Name: "runtime", EnvVars: envVar("runtime"), Usage: "the engine to configure: containerd, crio, docker or podman", Required: true},
 				&cli.StringFlag{Name: "runtime-name", EnvVars: envVar("runtime-name"), Value: "nvidia", Usage: "the name of the runtime (class)"},
 				&cli.StringFlag{Name: "runtime-path", EnvVars: envVar("runtime-path"), Usage: "gpuctk-runtime's path (default: the installed one, on PATH, else /usr/bin/gpuctk-runtime)"},
 				&cli.BoolFlag{Name: "set-as-default", EnvVars: envVar("set-as-default"), Usage: "make the runtime the engine's default"},

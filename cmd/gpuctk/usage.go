@@ -63,11 +63,19 @@ func strict(app *cli.App) {
 				cmd.Flags = append(cmd.Flags, logFlags()...)
 				cmd.Before = quietBefore
 			}
-			if cmd.Action != nil && cmd.ArgsUsage == "" {
-				action := cmd.Action
+			// A missing required flag is a usage mistake too: cli would
+			// print the whole help on stdout and exit 1.
+			required := requiredFlags(cmd.Flags)
+			if cmd.Action != nil && (cmd.ArgsUsage == "" || len(required) > 0) {
+				action, takesArgs := cmd.Action, cmd.ArgsUsage != ""
 				cmd.Action = func(c *cli.Context) error {
-					if c.NArg() > 0 {
+					if c.NArg() > 0 && !takesArgs {
 						return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("unexpected argument %q", c.Args().First())}
+					}
+					for _, f := range required {
+						if !c.IsSet(f.Names()[0]) {
+							return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("--%s is missing: %s", f.Names()[0], f.GetUsage())}
+						}
 					}
 					return action(c)
 				}
@@ -78,6 +86,27 @@ func strict(app *cli.App) {
 	walk(app.Commands)
 	// CommandNotFound cannot return an error: hand it to Run's caller.
 	app.After = func(*cli.Context) error { return notFound }
+}
+
+// requiredFlags takes the required mark off flags, for the command's
+// action to check them, and returns the flags it was on.
+func requiredFlags(flags []cli.Flag) []cli.DocGenerationFlag {
+	var req []cli.DocGenerationFlag
+	for _, f := range flags {
+		switch f := f.(type) {
+		case *cli.StringFlag:
+			if f.Required {
+				f.Required = false
+				req = append(req, f)
+			}
+		case *cli.StringSliceFlag:
+			if f.Required {
+				f.Required = false
+				req = append(req, f)
+			}
+		}
+	}
+	return req
 }
 
 // report prints err to stderr the way its kind asks and returns the exit
