@@ -616,3 +616,30 @@ func readFile(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// TestPackagedUnitsOrder checks that the units whose work containers
+// need at boot (the spec, the MIG layout, the MPS daemons) are ordered
+// before everything that starts containers at boot: the engines, podman's
+// restart of --restart=always containers, the kubelet, and the
+// distributions that run containerd inside their own unit (k3s, RKE2).
+// /run is a tmpfs, so at boot /var/run/cdi has no spec until the refresh.
+func TestPackagedUnitsOrder(t *testing.T) {
+	starters := []string{"containerd.service", "docker.service", "crio.service", "podman-restart.service",
+		"kubelet.service", "k3s.service", "k3s-agent.service", "rke2-server.service", "rke2-agent.service"}
+	for _, unit := range []string{"gpuctk-cdi-refresh.service", "gpuctk-mig.service", "gpuctk-mps.service"} {
+		data := readFile(t, filepath.Join(repoRoot(), "packaging", unit))
+		before := map[string]bool{}
+		for _, l := range lines(string(data)) {
+			if v, ok := strings.CutPrefix(l, "Before="); ok {
+				for _, u := range strings.Fields(v) {
+					before[u] = true
+				}
+			}
+		}
+		for _, s := range starters {
+			if !before[s] {
+				t.Errorf("%s is not ordered before %s: containers it starts at boot may run before the unit's work is done", unit, s)
+			}
+		}
+	}
+}
