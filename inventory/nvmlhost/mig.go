@@ -21,7 +21,7 @@ var _ mig.Device = (*MIG)(nil)
 // MIG initialises NVML and returns the host's mig.Device.
 func (n *Source) MIG() (*MIG, error) {
 	if ret := n.lib.Init(); ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("cannot load or initialise NVML: %w: is the NVIDIA driver installed?", ret)
+		return nil, fmt.Errorf("cannot load or initialise NVML: %w: %s", ret, initAdvice(ret, "is the NVIDIA driver installed?"))
 	}
 	return &MIG{lib: n.lib}, nil
 }

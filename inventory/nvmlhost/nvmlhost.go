@@ -45,7 +45,7 @@ func (n *Source) Host() (*inventory.Host, error) {
 		if n.path != "" {
 			lib = "NVML (" + n.path + ")"
 		}
-		return nil, fmt.Errorf("cannot load or initialise %s: %w: is the NVIDIA driver installed? use --driver-root or --simulate", lib, ret)
+		return nil, fmt.Errorf("cannot load or initialise %s: %w: %s", lib, ret, initAdvice(ret, "is the NVIDIA driver installed? use --driver-root or --simulate"))
 	}
 	// The host has been read by the time Shutdown runs; a failure to
 	// release the library changes nothing for the caller.
@@ -317,4 +317,15 @@ func Load(simulate, driverRoot string) (*inventory.Host, *inventory.Profile, err
 	}
 	h, err := src.Host()
 	return h, nil, err
+}
+
+// initAdvice says what to do when NVML does not initialise: otherwise,
+// except where the driver's libraries and its loaded kernel module are of
+// different versions, as after a driver upgrade until the new module is
+// loaded (the refresh unit runs then, on depmod, and again at the load).
+func initAdvice(ret nvml.Return, otherwise string) string {
+	if ret == nvml.ERROR_LIB_RM_VERSION_MISMATCH {
+		return "the loaded NVIDIA kernel module is another version than the driver's libraries (the driver was upgraded or downgraded since it was loaded): reboot, or unload the nvidia modules and load them again"
+	}
+	return otherwise
 }

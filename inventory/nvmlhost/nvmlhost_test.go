@@ -246,6 +246,12 @@ func TestNVMLErrors(t *testing.T) {
 		{"init", func(s *dgxa100.Server) {
 			s.InitFunc = func() nvml.Return { return nvml.ERROR_LIBRARY_NOT_FOUND }
 		}, "cannot load or initialise NVML: ERROR_LIBRARY_NOT_FOUND: is the NVIDIA driver installed? use --driver-root or --simulate", nvml.ERROR_LIBRARY_NOT_FOUND},
+		// After a driver upgrade, before the new kernel module is loaded
+		// (the refresh unit runs then, on depmod): no use looking for
+		// another driver root.
+		{"init after an upgrade", func(s *dgxa100.Server) {
+			s.InitFunc = func() nvml.Return { return nvml.ERROR_LIB_RM_VERSION_MISMATCH }
+		}, "cannot load or initialise NVML: ERROR_LIB_RM_VERSION_MISMATCH: the loaded NVIDIA kernel module is another version than the driver's libraries (the driver was upgraded or downgraded since it was loaded): reboot, or unload the nvidia modules and load them again", nvml.ERROR_LIB_RM_VERSION_MISMATCH},
 		{"driver version", func(s *dgxa100.Server) {
 			s.SystemGetDriverVersionFunc = func() (string, nvml.Return) { return "", fail }
 		}, "NVML: driver version: ERROR_UNKNOWN", fail},
