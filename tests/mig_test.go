@@ -349,3 +349,34 @@ func TestMIGApplyFinishesSpec(t *testing.T) {
 		t.Error("an apply that changed nothing rewrote a fresh spec")
 	}
 }
+
+// TestMIGApplySimulatedKeepsHostSpec rehearses a layout on a simulated
+// host file without --output, as one would on a GPU host: the real host's
+// spec, /var/run/cdi/nvidia.yaml, is never written with the simulated
+// host's devices. gpuctk runs in a mount namespace of its own with a
+// tmpfs over /run, so this machine's spec dirs are never touched.
+func TestMIGApplySimulatedKeepsHostSpec(t *testing.T) {
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare is missing")
+	}
+	host := simulatedProfile(t, "dgx-a100")
+	script := `mount -t tmpfs tmpfs /run || exit 99; "$0" "$@"; rc=$?; ls -A /run/cdi 2>/dev/null | sed 's/^/IN-RUN-CDI: /' >&2; exit $rc`
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+		bin("gpuctk"), "mig", "apply", "-c", "all-balanced", "--simulate", host)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		t.Fatalf("apply: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "IN-RUN-CDI: ") {
+		t.Errorf("apply --simulate without --output wrote the host's spec dir /var/run/cdi:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no spec written") {
+		t.Errorf("apply --simulate without --output does not say that it wrote no spec:\n%s", stderr.String())
+	}
+	// The layout itself was applied to the profile file.
+	if out, errs, code := gpuctkRun(t, nil, "mig", "assert", "-c", "all-balanced", "--simulate", host); code != 0 {
+		t.Errorf("assert after apply: exit %d: %s%s", code, out, errs)
+	}
+}

@@ -43,7 +43,7 @@ func migCommand() *cli.Command {
 				Flags: append(migFlags(true),
 					&cli.BoolFlag{Name: "dry-run", EnvVars: envVar("dry-run"), Usage: "print the plan only"},
 					&cli.BoolFlag{Name: "if-configured", EnvVars: envVar("if-configured"), Usage: "when no layout is chosen, say so and exit 0 (for the boot unit)"},
-					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "/var/run/cdi/nvidia.yaml", EnvVars: envVar("output"), Usage: "spec file to regenerate after a change"},
+					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "/var/run/cdi/nvidia.yaml", EnvVars: envVar("output"), Usage: "spec file to regenerate after a change (none with --simulate, unless given)"},
 					&cli.StringFlag{Name: "format", EnvVars: envVar("format"), Usage: "spec format, yaml or json (default: from the --output extension)"},
 					&cli.StringFlag{Name: "lock", EnvVars: envVar("mig-lock"), Usage: "the file whose lock keeps two applies from changing the GPUs at once; a second apply is refused while the first runs (default: " + mig.DefaultLockPath + "; with --simulate FILE, FILE.lock)"},
 				),
@@ -141,7 +141,14 @@ func migApply(c *cli.Context) error {
 	if c.Bool("dry-run") || embedded {
 		return nil
 	}
+	// A rehearsal on a simulated host writes no spec unless asked: the
+	// default --output is the real host's spec, which the simulated
+	// host's devices would replace.
+	noSpec := sim != "" && !c.IsSet("output")
 	if p.Empty() {
+		if noSpec {
+			return nil
+		}
 		// The GPUs have the layout, but an apply that changed them may
 		// have failed to write the spec (a [[sharing]] selector the new
 		// layout lacks, a bad --format): write it now if it is stale, so
@@ -187,6 +194,10 @@ func migApply(c *cli.Context) error {
 		}
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: applied MIG config %q\n", p.Layout)
+	if noSpec {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: --simulate without --output: no spec written (gpuctk cdi generate --simulate %s shows it)\n", sim)
+		return nil
+	}
 	// The same step as `gpuctk cdi generate --output FILE`, on the new
 	// layout: this command has its flags.
 	return generate(c)
