@@ -84,6 +84,16 @@ func (f *Files) findDataFiles(r Root) {
 		for _, p := range d.paths {
 			p = strings.ReplaceAll(p, "%v", f.Version)
 			hp := r.Join(p)
+			if isLink(hp) {
+				// Debian's alternatives (Xorg's nvidia_drv.so, through
+				// /etc/alternatives, absolute): the file the links lead
+				// to under the root, mounted at the usual path.
+				rp := resolve(r, p)
+				if rp == "" {
+					continue
+				}
+				hp = r.Join(rp)
+			}
 			if !isRegular(hp) {
 				continue
 			}

@@ -409,6 +409,12 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// isLink reports whether p is a symbolic link.
+func isLink(p string) bool {
+	st, err := os.Lstat(p)
+	return err == nil && st.Mode()&fs.ModeSymlink != 0
+}
+
 func isRegular(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().IsRegular()

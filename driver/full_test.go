@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"tags.cncf.io/container-device-interface/specs-go"
+
 	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
@@ -195,5 +197,67 @@ func TestDataFileFIFO(t *testing.T) {
 	}
 	if _, err := checkDataFile(p, icdJSON); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("FIFO: %v", err)
+	}
+}
+
+// TestDataFileLinks: a data file that is a link (Debian puts Xorg's
+// nvidia_drv.so and vendor files behind /etc/alternatives, absolute
+// links) is followed under the driver root and the file it leads to
+// mounted at the usual path; a link leading nowhere is left out.
+func TestDataFileLinks(t *testing.T) {
+	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
+	p, err := inventory.LoadProfile("dgx-a100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if err := fakehost.BuildFull(root, p); err != nil {
+		t.Fatal(err)
+	}
+	move := func(from, to string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, to)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(root, from), filepath.Join(root, to)); err != nil {
+			t.Fatal(err)
+		}
+		alt := "/etc/alternatives/" + filepath.Base(from)
+		os.MkdirAll(filepath.Join(root, "etc/alternatives"), 0o755)
+		if err := os.Symlink(to, filepath.Join(root, alt)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(alt, filepath.Join(root, from)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const drv, icd = "/usr/lib/xorg/modules/drivers/nvidia_drv.so", "/usr/share/vulkan/icd.d/nvidia_icd.json"
+	move(drv, "/usr/lib/nvidia/current/nvidia_drv.so")
+	move(icd, "/usr/lib/nvidia/current/nvidia_icd.json")
+	const opencl = "/etc/OpenCL/vendors/nvidia.icd"
+	os.Remove(filepath.Join(root, opencl))
+	if err := os.Symlink("/nonexistent/nvidia.icd", filepath.Join(root, opencl)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) > 0 {
+		t.Errorf("warnings: %q", f.Warnings)
+	}
+	got := map[string]string{}
+	for _, ms := range append([][]*specs.Mount{f.Mounts}, f.capMountLists()...) {
+		for _, m := range ms {
+			got[m.ContainerPath] = m.HostPath
+		}
+	}
+	for cp, hp := range map[string]string{drv: "/usr/lib/nvidia/current/nvidia_drv.so", icd: "/usr/lib/nvidia/current/nvidia_icd.json"} {
+		if got[cp] != filepath.Join(root, hp) {
+			t.Errorf("%s mounted from %q, want the file its links lead to, %s", cp, got[cp], filepath.Join(root, hp))
+		}
+	}
+	if h, ok := got[opencl]; ok {
+		t.Errorf("%s, a link leading nowhere, mounted from %s", opencl, h)
 	}
 }
