@@ -74,15 +74,14 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		return nil, err
 	}
 	for _, b := range binaries {
-		p, err := FindBinary(driverRoot, b)
+		p, at, err := findBinary(driverRoot, b)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not every driver ships every program
 		}
 		if err != nil {
 			return nil, err
 		}
-		rel, _ := dr.Rel(p) // p is the root joined with a folder of BinDirs
-		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: "/" + rel, Options: fileOptions})
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: at, Options: fileOptions})
 	}
 	f.findDataFiles(dr)
 	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {

@@ -347,3 +347,43 @@ func TestDiscoverRootSpellings(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryLinks: a driver program that is an absolute link (Debian's
+// alternatives) is followed under the driver root, not in the namespace
+// gpuctk runs in (the device plugin's image, with the host at
+// /driver-root): the file it leads to is mounted at the program's usual
+// path and is what FindBinary gives to run.
+func TestBinaryLinks(t *testing.T) {
+	root, p := fakeRoot(t, "l40s")
+	const smi, real = "/usr/bin/nvidia-smi", "/usr/lib/nvidia/current/nvidia-smi"
+	if err := os.MkdirAll(filepath.Join(root, filepath.Dir(real)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(root, smi), filepath.Join(root, real)); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(root, "etc/alternatives"), 0o755)
+	if err := os.Symlink(real, filepath.Join(root, "etc/alternatives/nvidia--nvidia-smi")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/alternatives/nvidia--nvidia-smi", filepath.Join(root, smi)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FindBinary(root, "nvidia-smi")
+	if err != nil || got != filepath.Join(root, real) {
+		t.Errorf("FindBinary: %q, %v; want %s", got, err, filepath.Join(root, real))
+	}
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range f.Mounts {
+		if m.ContainerPath == smi {
+			found = m.HostPath == filepath.Join(root, real)
+		}
+	}
+	if !found {
+		t.Errorf("no mount of %s from %s: %v", smi, filepath.Join(root, real), f.Mounts)
+	}
+}

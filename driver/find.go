@@ -31,21 +31,38 @@ func FindLibrary(driverRoot, soname string) (string, error) {
 }
 
 // FindBinary returns the host path of an executable driver program under a
-// driver root, the first found in BinDirs. When there is none, the error
-// wraps fs.ErrNotExist.
+// driver root, the first found in BinDirs. A program that is a link
+// (Debian's alternatives, absolute) is followed under the root, as the
+// host sees it, and the file it leads to returned. When there is none, the
+// error wraps fs.ErrNotExist.
 func FindBinary(driverRoot, name string) (string, error) {
+	p, _, err := findBinary(driverRoot, name)
+	return p, err
+}
+
+// findBinary is FindBinary, also returning the program's usual path in
+// the root (a folder of BinDirs), where a container gets it.
+func findBinary(driverRoot, name string) (host, at string, err error) {
 	r := Root(driverRoot)
 	for _, d := range BinDirs {
-		p := r.Join(path.Join(d, name))
+		at := path.Join(d, name)
+		p := r.Join(at)
+		if isLink(p) {
+			rp := resolve(r, at)
+			if rp == "" {
+				continue
+			}
+			p = r.Join(rp)
+		}
 		st, err := os.Stat(p)
 		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
+			return p, at, nil
 		}
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("driver root %s: %w", driverRoot, err)
+			return "", "", fmt.Errorf("driver root %s: %w", driverRoot, err)
 		}
 	}
-	return "", notFound(fmt.Sprintf("driver root %s: %s is not in %s", driverRoot, name, strings.Join(BinDirs, ", ")))
+	return "", "", notFound(fmt.Sprintf("driver root %s: %s is not in %s", driverRoot, name, strings.Join(BinDirs, ", ")))
 }
 
 // notFound is an error that reads as its message and is fs.ErrNotExist.
