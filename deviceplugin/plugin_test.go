@@ -1435,24 +1435,8 @@ func TestTopologyNUMA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	s := newServer(dir, st, &st.Resources[0], quiet, nil)
-	if err := s.start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	stream, err := dial(t, s.socket).ListAndWatch(ctx, &pb.Empty{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]string{}
-	for _, d := range resp.Devices {
+	for _, d := range firstDevices(t, st, &st.Resources[0]) {
 		var nodes []string
 		for _, n := range d.Topology.GetNodes() {
 			nodes = append(nodes, strconv.FormatInt(n.ID, 10))
@@ -1477,20 +1461,7 @@ func TestTopologyNUMA(t *testing.T) {
 	seen := map[int64]int{}
 	for i := range st.Resources {
 		r := &st.Resources[i]
-		s := newServer(t.TempDir(), st, r, quiet, nil)
-		if err := s.start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.stop)
-		stream, err := dial(t, s.socket).ListAndWatch(ctx, &pb.Empty{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range resp.Devices {
+		for _, d := range firstDevices(t, st, r) {
 			want := int64(0)
 			if strings.HasPrefix(d.ID, "mig-") {
 				want = 1
@@ -1504,4 +1475,26 @@ func TestTopologyNUMA(t *testing.T) {
 	if seen[0] != 4 || seen[1] != 16 {
 		t.Errorf("devices seen on NUMA nodes 0 and 1: %v, want 4 GPUs and 16 MIG devices", seen)
 	}
+}
+
+// firstDevices serves resource r of st and returns the devices of its
+// ListAndWatch stream's first message.
+func firstDevices(t *testing.T, st *State, r *offer.Resource) []*pb.Device {
+	t.Helper()
+	s := newServer(t.TempDir(), st, r, quiet, nil)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := dial(t, s.socket).ListAndWatch(ctx, &pb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Devices
 }

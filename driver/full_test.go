@@ -19,7 +19,10 @@ import (
 
 // TestDiscoverFull finds each capability's files in a full 580 install,
 // and Standard lists the same files for a standard install.
-func TestDiscoverFull(t *testing.T) {
+// fullRoot returns a driver root holding every file of driver 580, for
+// dgx-a100.
+func fullRoot(t *testing.T) (string, *inventory.Profile) {
+	t.Helper()
 	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
 	p, err := inventory.LoadProfile("dgx-a100")
 	if err != nil {
@@ -29,6 +32,11 @@ func TestDiscoverFull(t *testing.T) {
 	if err := fakehost.BuildFull(root, p); err != nil {
 		t.Fatal(err)
 	}
+	return root, p
+}
+
+func TestDiscoverFull(t *testing.T) {
+	root, p := fullRoot(t)
 	f, err := Discover(root, root, p.DriverVersion)
 	if err != nil {
 		t.Fatal(err)
@@ -205,15 +213,7 @@ func TestDataFileFIFO(t *testing.T) {
 // links) is followed under the driver root and the file it leads to
 // mounted at the usual path; a link leading nowhere is left out.
 func TestDataFileLinks(t *testing.T) {
-	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
-	p, err := inventory.LoadProfile("dgx-a100")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := t.TempDir()
-	if err := fakehost.BuildFull(root, p); err != nil {
-		t.Fatal(err)
-	}
+	root, p := fullRoot(t)
 	move := func(from, to string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, to)), 0o755); err != nil {

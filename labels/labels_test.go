@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 	"github.com/gpuctk/gpuctk/tests/fakehost"
 )
@@ -29,19 +30,7 @@ func TestGolden(t *testing.T) {
 		{"h100-single-mps", "h100", "[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"mps\"\nreplicas = 2\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Parse([]byte(tc.toml))
-			if err != nil {
-				t.Fatal(err)
-			}
-			set, err := offer.Resolve(fakehost.Host(t, tc.profile), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := For(set, cfg.Kubernetes)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := l.Lines()
+			got := labelsOf(t, fakehost.Host(t, tc.profile), tc.toml).Lines()
 			golden := filepath.Join("testdata", tc.name+".txt")
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
@@ -140,18 +129,7 @@ func TestMIGProfileAttribute(t *testing.T) {
 			} else {
 				h.GPUs[0].MIG[0].Profile = "1g.10gb+me"
 			}
-			cfg, err := config.Parse([]byte("[kubernetes]\nmig-strategy = \"" + tc.strategy + "\"\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			set, err := offer.Resolve(h, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := For(set, cfg.Kubernetes)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := labelsOf(t, h, "[kubernetes]\nmig-strategy = \""+tc.strategy+"\"\n")
 			checkValid(t, l)
 			for k, v := range tc.want {
 				if l[k] != v {
@@ -187,18 +165,7 @@ func TestLongProductName(t *testing.T) {
 			if !strings.Contains(tc.toml, "mig-strategy") {
 				h.GPUs[0].MIGEnabled, h.GPUs[0].MIG = false, nil
 			}
-			cfg, err := config.Parse([]byte(tc.toml))
-			if err != nil {
-				t.Fatal(err)
-			}
-			set, err := offer.Resolve(h, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, err := For(set, cfg.Kubernetes)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l := labelsOf(t, h, tc.toml)
 			checkValid(t, l)
 			if v := l[tc.key]; !strings.HasPrefix(v, "NVIDIA-RTX-PRO-6000-Blackwell") || !strings.HasSuffix(v, tc.suffix) {
 				t.Errorf("%s=%q, want NVIDIA-RTX-PRO-6000-Blackwell...%s", tc.key, v, tc.suffix)
@@ -235,4 +202,22 @@ func TestMIGCapable(t *testing.T) {
 			t.Errorf("%s: mig.capable %t, want %t", tc.name, got, tc.want)
 		}
 	}
+}
+
+// labelsOf returns the labels of host h under the configuration text.
+func labelsOf(t *testing.T, h *inventory.Host, toml string) Labels {
+	t.Helper()
+	cfg, err := config.Parse([]byte(toml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := offer.Resolve(h, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := For(set, cfg.Kubernetes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
