@@ -83,18 +83,11 @@ func (f *Files) findDataFiles(r Root) {
 	for _, d := range dataFiles {
 		for _, p := range d.paths {
 			p = strings.ReplaceAll(p, "%v", f.Version)
-			hp := r.Join(p)
-			if isLink(hp) {
-				// Debian's alternatives (Xorg's nvidia_drv.so, through
-				// /etc/alternatives, absolute): the file the links lead
-				// to under the root, mounted at the usual path.
-				rp := resolve(r, p)
-				if rp == "" {
-					continue
-				}
-				hp = r.Join(rp)
-			}
-			if !isRegular(hp) {
+			// Debian's alternatives (Xorg's nvidia_drv.so, through
+			// /etc/alternatives, absolute): the file the links lead to
+			// under the root, mounted at the usual path.
+			hp := follow(r, p)
+			if hp == "" || !isRegular(hp) {
 				continue
 			}
 			if d.check != anyContent {

@@ -408,6 +408,20 @@ func exists(p string) bool {
 	return err == nil
 }
 
+// follow returns the host path of the file at p (absolute, under the
+// root), its links followed under the root as resolve follows them; ""
+// when they lead nowhere.
+func follow(r Root, p string) string {
+	hp := r.Join(p)
+	if !isLink(hp) {
+		return hp
+	}
+	if p = resolve(r, p); p == "" {
+		return ""
+	}
+	return r.Join(p)
+}
+
 // isLink reports whether p is a symbolic link.
 func isLink(p string) bool {
 	st, err := os.Lstat(p)

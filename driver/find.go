@@ -46,13 +46,9 @@ func findBinary(driverRoot, name string) (host, at string, err error) {
 	r := Root(driverRoot)
 	for _, d := range BinDirs {
 		at := path.Join(d, name)
-		p := r.Join(at)
-		if isLink(p) {
-			rp := resolve(r, at)
-			if rp == "" {
-				continue
-			}
-			p = r.Join(rp)
+		p := follow(r, at)
+		if p == "" {
+			continue
 		}
 		st, err := os.Stat(p)
 		if err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
