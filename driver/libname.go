@@ -43,14 +43,9 @@ func Libraries(driverRoot string) map[string]string {
 			if _, ok := out[name]; ok || !IsLibrary(name) {
 				continue
 			}
-			p := resolve(r, path.Join(d, name))
-			if p == "" {
-				continue
+			if p := follow(r, path.Join(d, name)); p != "" && isRegular(p) {
+				out[name] = p
 			}
-			if st, err := os.Stat(r.Join(p)); err != nil || !st.Mode().IsRegular() {
-				continue
-			}
-			out[name] = r.Join(p)
 		}
 	}
 	return out
