@@ -95,7 +95,11 @@ func TestManifests(t *testing.T) {
 		file    string
 		command []string
 		mounts  map[string]string // mount path -> host path ("" for the ConfigMap)
-		// propagation is the mount propagation a mount path needs.
+		// propagation is the mount propagation a mount path needs. The
+		// host's / at /driver-root is HostToContainer: without it the pod
+		// keeps a private copy of every host mount of its start (another
+		// pod's volume the host unmounts stays mounted in it) and never
+		// sees a driver root mounted later (/run/nvidia/driver).
 		propagation map[string]corev1.MountPropagationMode
 		env         map[string]string
 	}{
@@ -107,15 +111,17 @@ func TestManifests(t *testing.T) {
 				"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps",
 				// The hook's host folder at the same path, as the spec names it.
 				"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
-			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer},
-			env:         map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
+			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer,
+				"/driver-root": corev1.MountPropagationHostToContainer},
+			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
 		},
 		{
-			file:        "mps/mps-daemon.yaml",
-			command:     []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root"},
-			mounts:      map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
-			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional},
-			env:         map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
+			file:    "mps/mps-daemon.yaml",
+			command: []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root"},
+			mounts:  map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
+			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional,
+				"/driver-root": corev1.MountPropagationHostToContainer},
+			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

@@ -98,6 +98,14 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, namespace, image string, h ho
 	// (the host's path of that root, for the spec's mounts) names it.
 	volume("driver-root").HostPath.Path = h.driverRoot
 	arg("--host-driver-root", h.driverRoot)
+	// The harness's host has only /run shared (a node's systemd makes /
+	// shared), and containerd refuses HostToContainer from a private
+	// mount: the fake root, in a temp folder, is mounted without it.
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].Name == "driver-root" {
+			c.VolumeMounts[i].MountPropagation = nil
+		}
+	}
 	// /dev and /proc: the fake root's, seen at the host's path. The MIG
 	// capability minors are in /proc/driver/nvidia-caps, which no mount can
 	// fake inside the container's /proc (runc refuses mounts there), and
