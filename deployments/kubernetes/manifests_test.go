@@ -223,3 +223,47 @@ func TestMPSHostPID(t *testing.T) {
 		}
 	}
 }
+
+// TestDriverContainerDocs: a driver installed in a container (the GPU
+// operator's) is at /run/nvidia/driver on the host. The plugin sees it at
+// /driver-root whatever the host path, but the spec it writes is for the
+// host's runtime: its mounts are --host-driver-root plus each file's path.
+// Where the instructions change only the volume's hostPath, the spec
+// names /usr/lib/x86_64-linux-gnu/libcuda.so... on the host, which has no
+// driver there, and every GPU container fails on its mounts ("no such
+// file or directory"). Each place that tells a user to point the volume
+// at /run/nvidia/driver must say to pass the same path as
+// --host-driver-root.
+func TestDriverContainerDocs(t *testing.T) {
+	for _, f := range []string{"README.md", "device-plugin.yaml"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Paragraphs of the README, comment blocks of a manifest.
+		var blocks []string
+		block := ""
+		for _, line := range strings.Split(string(data), "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasSuffix(f, ".yaml") {
+				var ok bool
+				if line, ok = strings.CutPrefix(line, "#"); !ok {
+					line = ""
+				}
+			}
+			if strings.TrimSpace(line) == "" {
+				blocks, block = append(blocks, block), ""
+				continue
+			}
+			block += " " + strings.TrimSpace(line)
+		}
+		for _, b := range append(blocks, block) {
+			if !strings.Contains(b, "/run/nvidia/driver") || !strings.Contains(b, "containerised driver") && !strings.Contains(b, "driver installed in a container") {
+				continue
+			}
+			if !strings.Contains(b, "--host-driver-root /run/nvidia/driver") {
+				t.Errorf("%s:%s\nsays where a containerised driver is without --host-driver-root /run/nvidia/driver: the spec's mounts would name the host's /usr/lib/...", f, b)
+			}
+		}
+	}
+}
