@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The MPS tests drive `gpuctk mps` against the test double of
@@ -558,4 +559,74 @@ func TestMPSDriverRootGlibc(t *testing.T) {
 		t.Errorf("status after start:\n%s", st)
 	}
 	run(t, bin("gpuctk"), e.args("stop", "dgx-a100")...)
+}
+
+// TestMPSRunOneDeviceFails: `gpuctk mps run` is the mps component's main
+// process. When one device's daemon cannot start, the others that did
+// must go on running, as `mps start` leaves them: were run to exit, the
+// container would end, and its runtime kills every process left in its
+// cgroup (the daemons included, without quit, their compute modes and
+// mounts left behind), then restarts the pod to fail the same way, over
+// and over, so no MPS device of the node would stay usable.
+func TestMPSRunOneDeviceFails(t *testing.T) {
+	e := newMPSEnv(t, mpsConfig)
+	// The MIG device's pipe folder is a file: its start fails, GPU 0's not.
+	if err := os.MkdirAll(filepath.Join(e.stateRoot, dgxMIG), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.stateRoot, dgxMIG, "pipe"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin("gpuctk"), e.args("run", "dgx-a100")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	running := func() bool {
+		out, _, _ := runResult(t, bin("gpuctk"), e.args("status", "dgx-a100", "--json")...)
+		type device struct {
+			UUID  string `json:"uuid"`
+			State string `json:"state"`
+		}
+		var st []device
+		json.Unmarshal([]byte(out), &st)
+		return slices.ContainsFunc(st, func(d device) bool { return d.UUID == dgxGPU0 && d.State == "running" })
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !running() {
+		if time.Now().After(deadline) {
+			t.Fatalf("GPU 0's daemon never ran")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-exited:
+		t.Fatalf("mps run exited (%v) with GPU 0's daemon running: in a pod, the runtime then kills that daemon too\n%s", waitErr, out.String())
+	case <-time.After(time.Second):
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	if waitErr != nil {
+		t.Errorf("mps run after SIGTERM: %v\n%s", waitErr, out.String())
+	}
+	got := out.String()
+	if !strings.Contains(got, "MPS device MIG device 7:0 ("+dgxMIG+"): ") || !strings.Contains(got, "GPU 0 ("+dgxGPU0+"): stopped") {
+		t.Errorf("mps run printed\n%s\nwant the MIG device's error and GPU 0 stopped", got)
+	}
+	if running() {
+		t.Errorf("GPU 0's daemon still runs after SIGTERM")
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), e.stateRoot) {
+		t.Errorf("mounts left under %s", e.stateRoot)
+	}
 }

@@ -117,9 +117,16 @@ func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, e
 }
 
 func mpsStart(c *cli.Context) error {
+	_, err := startDaemons(c)
+	return err
+}
+
+// startDaemons is mps start: it returns what it did to each device it
+// started or found running, and the error of those it could not start.
+func startDaemons(c *cli.Context) ([]mps.Result, error) {
 	cfg, m, devs, err := mpsDevices(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	res, err := m.Start(c.Context, devs)
 	w := c.App.Writer
@@ -129,12 +136,12 @@ func mpsStart(c *cli.Context) error {
 			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
 	}
 	if err != nil {
-		return err
+		return res, err
 	}
 	if len(res) == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "no device is shared through MPS in the %s\n", configName(cfg))
 	}
-	return nil
+	return res, nil
 }
 
 // mpsRun is start, a wait for SIGTERM or SIGINT, then stop: what a
@@ -143,8 +150,15 @@ func mpsRun(c *cli.Context) error {
 	// Taken before the daemons start: a signal during start still stops.
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	if err := mpsStart(c); err != nil {
+	res, err := startDaemons(c)
+	if err != nil && len(res) == 0 {
 		return err
+	}
+	if err != nil {
+		// The daemons that started stay up, as mps start leaves them:
+		// were run to exit, a container's runtime would kill them with
+		// it, and the pod's restarts would take every device down again.
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\ngpuctk: the other MPS daemons keep running; restart to try the failed devices again\n", err)
 	}
 	fmt.Fprintln(c.App.ErrWriter, "gpuctk: MPS daemons running; SIGTERM or SIGINT stops them")
 	<-ctx.Done()
