@@ -82,11 +82,28 @@ func (n *Source) Host() (*inventory.Host, error) {
 	if err := readDistances(h, devs); err != nil {
 		return nil, fmt.Errorf("NVML: %w", err)
 	}
+	n.readNUMA(h, devs)
 	h.Sort()
 	if err := h.Validate(); err != nil {
 		return nil, fmt.Errorf("NVML: %w", err)
 	}
 	return h, nil
+}
+
+// readNUMA sets each GPU's NUMA node (devs and h.GPUs in the same order)
+// where NVML reports one; Host.ReadNUMA reads sysfs for the others. NVML
+// gained the call in driver 535: it is looked up first, as calling a
+// symbol the library lacks would end the process. go-nvml's mocks (no
+// library path) have no symbols to look up and are left alone.
+func (n *Source) readNUMA(h *inventory.Host, devs []nvml.Device) {
+	if n.path == "" || n.lib.Extensions().LookupSymbol("nvmlDeviceGetNumaNodeId") != nil {
+		return
+	}
+	for i, dev := range devs {
+		if node, ret := dev.GetNumaNodeId(); ret == nvml.SUCCESS && node >= 0 {
+			h.GPUs[i].NUMANode = &node
+		}
+	}
 }
 
 // readDistances fills each GPU's distances to the others (devs and

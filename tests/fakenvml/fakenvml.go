@@ -124,6 +124,9 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		if len(g.Distance) > 0 {
 			fmt.Fprintf(w, "topo %s\n", strings.Trim(fmt.Sprint(g.Distance), "[]"))
 		}
+		if g.NUMANode != nil {
+			fmt.Fprintf(w, "numa %d\n", *g.NUMANode)
+		}
 		for _, m := range g.MIG {
 			gSlices, cSlices, err := slices(m.Profile)
 			if err != nil {

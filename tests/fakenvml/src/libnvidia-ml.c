@@ -17,6 +17,7 @@
  *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
  *   topo <level to GPU 0> <level to GPU 1> ...   (of the gpu line above)
+ *   numa <NUMA node>   (of the gpu line above; none: NVML does not say)
  *
  * Events: nvmlEventSetWait_v2 reads the file named by the host file's path
  * plus ".events" from where the last wait of the set stopped, one event a
@@ -138,6 +139,9 @@ struct device {
 	struct device *mig;
 	/* GPUs: topology level to each GPU by index; ntopo 0: not known. */
 	unsigned int topo[MAX_GPUS_TOPO], ntopo;
+	/* GPUs: NUMA node, when has_numa. */
+	int has_numa;
+	unsigned int numa;
 };
 typedef struct device *nvmlDevice_t;
 
@@ -325,6 +329,8 @@ static nvmlReturn_t save(void)
 		fprintf(f, "gpu %u %u %s %llu %d %d %s %s %s\n", g->index, g->minor, modes[g->mig_mode], g->memory_mib,
 			g->cc_major, g->cc_minor, g->uuid, g->bus_id, g->name);
 		fprintf(f, "slots %u\n", g->slots);
+		if (g->has_numa)
+			fprintf(f, "numa %u\n", g->numa);
 		if (g->ntopo > 0) {
 			fprintf(f, "topo");
 			for (unsigned int t = 0; t < g->ntopo; t++)
@@ -508,6 +514,14 @@ static nvmlReturn_t load(void)
 				g->topo[g->ntopo++] = (unsigned int)v;
 				p = end;
 			}
+			continue;
+		}
+		if (strncmp(line, "numa ", 5) == 0) {
+			if (g == NULL || sscanf(line, "numa %u", &g->numa) != 1) {
+				ret = bad_line(path, n, "want: numa NODE after a gpu line");
+				break;
+			}
+			g->has_numa = 1;
 			continue;
 		}
 		if (strncmp(line, "proc ", 5) == 0) {
@@ -1240,6 +1254,24 @@ EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevi
 			ret = NVML_ERROR_NOT_SUPPORTED;
 		else
 			*level = a->topo[b->index];
+	}
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
+{
+	pthread_mutex_lock(&lock);
+	nvmlReturn_t ret = NVML_SUCCESS;
+	if (init_count == 0)
+		ret = NVML_ERROR_UNINITIALIZED;
+	else if (!valid(device) || device->is_mig || node == NULL)
+		ret = NVML_ERROR_INVALID_ARGUMENT;
+	else if ((ret = injected(__func__, device)) == NVML_SUCCESS) {
+		if (!device->has_numa)
+			ret = NVML_ERROR_NOT_SUPPORTED;
+		else
+			*node = device->numa;
 	}
 	pthread_mutex_unlock(&lock);
 	return ret;
