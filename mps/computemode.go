@@ -139,10 +139,38 @@ func (m *Manager) holdComputeMode(d *offer.Share) error {
 // releaseComputeMode restores the mode of d's GPU once no daemon gpuctk
 // started on that GPU remains (d's own record is gone by now).
 func (m *Manager) releaseComputeMode(d *offer.Share) error {
+	return m.releaseGPU(d.GPU.UUID)
+}
+
+// releaseLeftComputeModes restores the saved mode of every GPU on which no
+// daemon gpuctk started remains: one whose restore failed at an earlier
+// stop, or whose start was killed before its daemon's record was written.
+func (m *Manager) releaseLeftComputeModes() error {
 	if m.modes == nil {
 		return nil
 	}
-	gpu := d.GPU.UUID
+	entries, err := os.ReadDir(filepath.Join(m.stateRoot, "compute-mode"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("MPS state: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") {
+			errs = append(errs, m.releaseGPU(e.Name()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseGPU restores the saved mode of the GPU gpu unless a daemon gpuctk
+// started on it remains.
+func (m *Manager) releaseGPU(gpu string) error {
+	if m.modes == nil {
+		return nil
+	}
 	path := m.modePath(gpu)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

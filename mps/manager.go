@@ -127,7 +127,7 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 
 // Stop stops the daemons of the MPS-shared devices in devs and of every
 // other device gpuctk started a daemon for, unmounts their tmpfs and
-// restores compute modes. Stopping a device with no daemon is not an error.
+// restores compute modes, those an earlier stop failed to restore too. Stopping a device with no daemon is not an error.
 // A device that fails to stop does not keep the others from stopping; the
 // error has one line per device that failed.
 func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
@@ -153,6 +153,9 @@ func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, erro
 			continue
 		}
 		results = append(results, r)
+	}
+	if err := m.releaseLeftComputeModes(); err != nil {
+		errs = append(errs, err)
 	}
 	return results, errors.Join(errs...)
 }

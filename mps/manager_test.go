@@ -528,3 +528,58 @@ func TestManagerKillsHungDaemon(t *testing.T) {
 		t.Error("tmpfs left mounted")
 	}
 }
+
+// failingModes fails SetComputeMode while fail is set, as NVML does when
+// the GPU is busy or lost.
+type failingModes struct {
+	*fakeModes
+	fail bool
+}
+
+func (f *failingModes) SetComputeMode(uuid string, mode int) error {
+	if f.fail {
+		return errors.New("NVML: Unknown Error")
+	}
+	return f.fakeModes.SetComputeMode(uuid, mode)
+}
+
+// TestStopRestoresLeftComputeMode: found in review. A stop whose compute
+// mode restore failed, or a start killed between saving the GPU's mode
+// and writing its daemon record, left the GPU in EXCLUSIVE_PROCESS with
+// its saved mode, and every later `gpuctk mps stop` said "no MPS daemon
+// started by gpuctk to stop" and left it there: one process at a time on
+// that GPU, for good.
+func TestStopRestoresLeftComputeMode(t *testing.T) {
+	modes := &failingModes{fakeModes: newFakeModes()}
+	m, state := newManager(t, driverRootWith(t, ""), WithComputeModer(modes))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2},
+		config.Sharing{Devices: []string{"2"}, Strategy: config.MPS, Replicas: 2})
+	gpu0, gpu2 := devs[0].UUID(), devs[1].UUID()
+	if _, err := m.Start(t.Context(), devs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	// The restore fails.
+	modes.fail = true
+	if _, err := m.Stop(t.Context(), nil); err == nil || !strings.Contains(err.Error(), "restore compute mode") {
+		t.Fatalf("stop with NVML failing: %v", err)
+	}
+	modes.fail = false
+	// A start killed after saving GPU 2's mode, before its record.
+	if err := m.holdComputeMode(devs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if modes.mode(gpu0) != ComputeModeExclusiveProcess || modes.mode(gpu2) != ComputeModeExclusiveProcess {
+		t.Fatalf("modes %v", modes.calls)
+	}
+	if _, err := m.Stop(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, gpu := range []string{gpu0, gpu2} {
+		if modes.mode(gpu) != ComputeModeDefault {
+			t.Errorf("GPU %s left in %s after stop; calls %v", gpu, ComputeModeName(modes.mode(gpu)), modes.calls)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(state, "compute-mode")); len(entries) != 0 {
+		t.Errorf("saved compute modes left: %v", entries)
+	}
+}
