@@ -81,6 +81,9 @@ func (m *Manager) configure(ctx context.Context, ctl string, d *offer.Share) (in
 	for delay := 20 * time.Millisecond; !m.answers(ctx, ctl, d); delay = min(2*delay, 200*time.Millisecond) {
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return 0, fmt.Errorf("interrupted while waiting for its daemon to answer: %w", ctx.Err())
+			}
 			return 0, fmt.Errorf("its daemon did not answer get_default_active_thread_percentage within %s: see %s",
 				m.timeout, filepath.Join(d.LogDir(), "control.log"))
 		case <-time.After(delay):

@@ -630,3 +630,61 @@ func TestMPSRunOneDeviceFails(t *testing.T) {
 		t.Errorf("mounts left under %s", e.stateRoot)
 	}
 }
+
+// TestMPSRunTermDuringStart: found in review. SIGTERM while `gpuctk mps
+// run` was starting daemons did not interrupt the start: each device that
+// did not answer was waited on for its whole start-timeout, one after the
+// other, before stopping began, so a pod deleted then took devices ×
+// start-timeout and was SIGKILLed at its grace period half-way, leaving
+// daemons, mounts and compute modes behind.
+func TestMPSRunTermDuringStart(t *testing.T) {
+	e := newMPSEnv(t, mpsConfig+"start-timeout = \"5s\"\n")
+	// -d succeeds but no daemon ever answers.
+	script := "#!/bin/sh\n[ \"$1\" = -d ] && exit 0\necho 'Cannot find MPS control daemon process' >&2\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(e.driverRoot, "usr/bin/nvidia-cuda-mps-control"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(bin("gpuctk"), e.args("run", "dgx-a100")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	// The first device's start is under way once its record is written.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(e.stateRoot, dgxGPU0, "device.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GPU 0's start never began\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("mps run still runs 15s after SIGTERM\n%s", out.String())
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("mps run took %s to exit after SIGTERM during start (start-timeout 5s)\n%s", d.Round(100*time.Millisecond), out.String())
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), e.stateRoot) {
+		t.Errorf("mounts left under %s", e.stateRoot)
+	}
+	for _, uuid := range []string{dgxGPU0, dgxMIG} {
+		if _, err := os.Stat(filepath.Join(e.stateRoot, uuid, "device.json")); err == nil {
+			t.Errorf("%s: daemon record left", uuid)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/signal"
@@ -117,18 +118,20 @@ func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, e
 }
 
 func mpsStart(c *cli.Context) error {
-	_, err := startDaemons(c)
+	_, err := startDaemons(c.Context, c)
 	return err
 }
 
 // startDaemons is mps start: it returns what it did to each device it
 // started or found running, and the error of those it could not start.
-func startDaemons(c *cli.Context) ([]mps.Result, error) {
+// Ending ctx interrupts it: the device being started is cleaned up and the
+// next ones are not started.
+func startDaemons(ctx context.Context, c *cli.Context) ([]mps.Result, error) {
 	cfg, m, devs, err := mpsDevices(c)
 	if err != nil {
 		return nil, err
 	}
-	res, err := m.Start(c.Context, devs)
+	res, err := m.Start(ctx, devs)
 	w := c.App.Writer
 	for _, r := range res {
 		d := r.Device
@@ -147,10 +150,17 @@ func startDaemons(c *cli.Context) ([]mps.Result, error) {
 // mpsRun is start, a wait for SIGTERM or SIGINT, then stop: what a
 // container's main process does, as it has no unit to run stop for it.
 func mpsRun(c *cli.Context) error {
-	// Taken before the daemons start: a signal during start still stops.
+	// Taken before the daemons start: a signal during start interrupts it,
+	// then stops what started.
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	res, err := startDaemons(c)
+	res, err := startDaemons(ctx, c)
+	if ctx.Err() != nil {
+		if err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\n", err)
+		}
+		return mpsStop(c)
+	}
 	if err != nil && len(res) == 0 {
 		return err
 	}
