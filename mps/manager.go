@@ -81,6 +81,10 @@ type Status struct {
 	// Configured is false for a daemon gpuctk started for a device that
 	// the configuration no longer shares through MPS.
 	Configured bool `json:"configured"`
+	// Outdated is true for a daemon started with another active thread
+	// percentage or pinned memory limit than the configuration now gives
+	// its device: it keeps its own until it is stopped and started.
+	Outdated bool `json:"outdated,omitempty"`
 }
 
 // Start starts a daemon for each MPS-shared device in devs that has none;
@@ -178,6 +182,9 @@ func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, er
 			s.Answering = m.answers(ctx, ctl, s.Device)
 			cancel()
 		}
+		if s.Configured && (s.Answering || s.PID > 0) {
+			s.Outdated = m.outdated(s.Device) != ""
+		}
 	}
 	return all, nil
 }
@@ -236,6 +243,10 @@ func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result
 		}
 	}
 	if m.answers(ctx, ctl, d) {
+		if was := m.outdated(d); was != "" {
+			return Result{}, fmt.Errorf("its daemon (pid %d) runs with %s, not the configuration's %d%% and %dM: run `gpuctk mps stop`, then start again",
+				m.pid(d), was, d.ThreadPercentage, d.PinnedMemoryMiB)
+		}
 		return Result{Device: d, Action: "already running", PID: m.pid(d)}, nil
 	}
 	if pid := m.pid(d); pid > 0 {
@@ -257,6 +268,16 @@ func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result
 		err = fmt.Errorf("%w (cleaning up: %v)", err, serr)
 	}
 	return Result{}, err
+}
+
+// outdated describes the settings d's daemon was started with when they
+// are not d's, and returns "" when they are or nothing is recorded.
+func (m *Manager) outdated(d *offer.Share) string {
+	rec, err := m.readRecord(d.UUID())
+	if err != nil || (rec.ThreadPercentage == d.ThreadPercentage && rec.PinnedMemoryMiB == d.PinnedMemoryMiB) {
+		return ""
+	}
+	return fmt.Sprintf("%d%% threads and %dM pinned memory", rec.ThreadPercentage, rec.PinnedMemoryMiB)
 }
 
 func firstLine(s string) string {

@@ -583,3 +583,35 @@ func TestStopRestoresLeftComputeMode(t *testing.T) {
 		t.Errorf("saved compute modes left: %v", entries)
 	}
 }
+
+// TestStartStatusChangedSettings: found in review. After the
+// configuration changed a running device's active thread percentage or
+// pinned memory limit, `gpuctk mps start` said "already running ... (50%
+// threads ...)" and `gpuctk mps status` showed 50%, the configuration's,
+// while the daemon kept the 25% it was started with: nothing told the
+// user to stop and start it.
+func TestStartStatusChangedSettings(t *testing.T) {
+	m, state := newManager(t, driverRootWith(t, ""))
+	old := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 4, ActiveThreadPercentage: 25, PinnedMemoryLimit: 20 << 30})
+	res, err := m.Start(t.Context(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 4, ActiveThreadPercentage: 50, PinnedMemoryLimit: 20 << 30})
+	res2, err := m.Start(t.Context(), devs)
+	want := "MPS device GPU 0 (GPU-13fe3248-4da8-65f8-e972-3f15eef51793): its daemon (pid " + fmt.Sprint(res[0].PID) +
+		") runs with 25% threads and 20480M pinned memory, not the configuration's 50% and 20480M: run `gpuctk mps stop`, then start again"
+	if err == nil || err.Error() != want {
+		t.Errorf("start with new settings = %+v, %v\nwant error %s", res2, err, want)
+	}
+	if !alive(res[0].PID) {
+		t.Errorf("the running daemon was stopped")
+	}
+	st, err := m.Status(t.Context(), devs)
+	if err != nil || len(st) != 1 || !st[0].Answering || !st[0].Outdated {
+		t.Errorf("status = %+v, %v; want the daemon answering, outdated", st, err)
+	}
+	if st, err := m.Status(t.Context(), old); err != nil || len(st) != 1 || st[0].Outdated {
+		t.Errorf("status with the daemon's own settings = %+v, %v", st, err)
+	}
+}

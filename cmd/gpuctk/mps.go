@@ -210,6 +210,7 @@ type statusJSON struct {
 	Answering              bool   `json:"answering"`
 	ShmMounted             bool   `json:"shmMounted"`
 	Configured             bool   `json:"configured"`
+	Outdated               bool   `json:"outdated,omitempty"`
 	Replicas               int    `json:"replicas"`
 	ActiveThreadPercentage int    `json:"activeThreadPercentage"`
 	PinnedMemoryLimitMiB   uint64 `json:"pinnedMemoryLimitMiB"`
@@ -225,6 +226,9 @@ func state(s mps.Status) string {
 	}
 	if !s.Configured {
 		st += ", not configured"
+	}
+	if s.Outdated {
+		st += ", started with other settings: stop and start it"
 	}
 	return st
 }
@@ -244,7 +248,7 @@ func mpsStatus(c *cli.Context) error {
 			d := s.Device
 			j := statusJSON{
 				Name: d.Name(), UUID: d.UUID(), GPU: d.GPU.Index, State: state(s), PID: s.PID, PipeDir: s.PipeDir,
-				Answering: s.Answering, ShmMounted: s.ShmMounted, Configured: s.Configured,
+				Answering: s.Answering, ShmMounted: s.ShmMounted, Configured: s.Configured, Outdated: s.Outdated,
 				Replicas: d.Replicas, ActiveThreadPercentage: d.ThreadPercentage, PinnedMemoryLimitMiB: d.PinnedMemoryMiB,
 			}
 			if d.MIG != nil {
