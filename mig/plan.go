@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuctk/gpuctk/internal/plural"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -65,7 +66,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 	for i, e := range entries {
 		for _, d := range e.Devices {
 			if !slices.ContainsFunc(h.GPUs, func(g inventory.GPU) bool { return g.Index == d }) {
-				return nil, fmt.Errorf("%s entry %d: GPU %d does not exist on this host, which has %d GPUs", where, i+1, d, len(h.GPUs))
+				return nil, fmt.Errorf("%s entry %d: GPU %d does not exist on this host, which has %s", where, i+1, d, plural.Count(len(h.GPUs), "GPU"))
 			}
 		}
 	}

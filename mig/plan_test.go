@@ -424,3 +424,17 @@ func TestExportComputeInstanceProfiles(t *testing.T) {
 		t.Errorf("error %q, want %q", err, want)
 	}
 }
+
+// TestMissingGPUCount checks that the refusal of a GPU index the host
+// lacks counts the host's GPUs in good English: "1 GPU", not "1 GPUs".
+func TestMissingGPUCount(t *testing.T) {
+	cfg, err := ParseConfig("c.yaml", []byte("version: v1\nmig-configs:\n  missing-gpu:\n    - devices: [8]\n      mig-enabled: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compute(host(t, simulator(t, "h100")), cfg, "missing-gpu")
+	want := `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 1 GPU`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
