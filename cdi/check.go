@@ -23,7 +23,7 @@ import (
 )
 
 // MaxSpecSize caps what Check and OwnSpecs read of a spec file: the
-// largest host's spec, every replica named, is 525 KiB; a spec dir is
+// largest host's spec, every replica named, is 550 KiB; a spec dir is
 // writable by other tools, so a huge or sparse file must not cost more.
 const MaxSpecSize = 8 << 20
 

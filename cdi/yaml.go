@@ -50,8 +50,8 @@ const Marker = "# Written by gpuctk."
 // referred to by alias: every runtime that reads the spec through the CDI
 // library parses the whole file at each container creation (podman, and
 // gpuctk-runtime, per container), and the largest host's spec shrinks from
-// 525 KiB to 129 KiB with every replica name, which that parse reads in a
-// third of the time (184 KiB to 64 KiB with the default names).
+// 550 KiB to 152 KiB with every replica name, which that parse reads in a
+// third of the time (209 KiB to 87 KiB with the default names).
 func (w *yamlWriter) spec(s *specs.Spec) []byte {
 	w.b = append(w.b, Marker+"\n---\n"...)
 	w.str(0, "cdiVersion", s.Version)
