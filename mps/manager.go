@@ -131,9 +131,10 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 
 // Stop stops the daemons of the MPS-shared devices in devs and of every
 // other device gpuctk started a daemon for, unmounts their tmpfs and
-// restores compute modes, those an earlier stop failed to restore too. Stopping a device with no daemon is not an error.
-// A device that fails to stop does not keep the others from stopping; the
-// error has one line per device that failed.
+// restores compute modes, those an earlier stop failed to restore too.
+// Stopping a device with no daemon is not an error. A device that fails
+// to stop does not keep the others from stopping; the error has one line
+// per device that failed.
 func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
 	unlock, err := m.lock()
 	if err != nil {
