@@ -92,9 +92,9 @@ func (n *Source) Host() (*inventory.Host, error) {
 
 // readNUMA sets each GPU's NUMA node (devs and h.GPUs in the same order)
 // where NVML reports one; Host.ReadNUMA reads sysfs for the others. NVML
-// gained the call late (older drivers lack it): it is looked up first, as calling a
-// symbol the library lacks would end the process. go-nvml's mocks (no
-// library path) have no symbols to look up and are left alone.
+// gained the call late (older drivers lack it): it is looked up first, as
+// calling a symbol the library lacks would end the process. go-nvml's
+// mocks (no library path) have no symbols to look up and are left alone.
 func (n *Source) readNUMA(h *inventory.Host, devs []nvml.Device) {
 	if n.path == "" || n.lib.Extensions().LookupSymbol("nvmlDeviceGetNumaNodeId") != nil {
 		return
