@@ -61,6 +61,9 @@ type Container struct {
 	// UID and GID own what the hook creates in Root: the host IDs that
 	// the container's root maps to, 0 without a user namespace.
 	UID, GID int
+	// config is the bundle's config.json as read, for what else a
+	// subcommand needs of it (CheckMPSContainer).
+	config []byte
 }
 
 type idMapping struct {
@@ -126,7 +129,7 @@ func bundleContainer(bundle string) (Container, error) {
 	if !filepath.IsAbs(c.Root) {
 		c.Root = filepath.Join(bundle, c.Root)
 	}
-	c.Bundle = bundle
+	c.Bundle, c.config = bundle, data
 	return c, nil
 }
 

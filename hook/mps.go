@@ -11,14 +11,6 @@ import (
 	"github.com/gpuctk/gpuctk/mps/peer"
 )
 
-// containerPipeDir is where an MPS replica's edits bind its daemon's pipe
-// folder in the container (mps.ContainerPipeDir), and mpsCheck the
-// subcommand of their hook call (mps.HookCommand).
-const (
-	containerPipeDir = "/tmp/nvidia-mps"
-	mpsCheck         = "mps-check"
-)
-
 // CheckMPSContainer checks the device's daemon as CheckMPS does, then
 // refuses a container given MPS replicas of more than one device. Each
 // replica binds its daemon's pipe folder at /tmp/nvidia-mps, so such a
@@ -36,10 +28,6 @@ func (e *Env) CheckMPSContainer(pipeDir, uuid string) error {
 	if err != nil {
 		return err
 	}
-	data, err := readBundleFile(filepath.Join(c.Bundle, "config.json"), maxConfigSize)
-	if err != nil {
-		return fmt.Errorf("bundle: %w", err)
-	}
 	var cfg struct {
 		Hooks struct {
 			CreateContainer []struct {
@@ -47,12 +35,12 @@ func (e *Env) CheckMPSContainer(pipeDir, uuid string) error {
 			} `json:"createContainer"`
 		} `json:"hooks"`
 	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
+	if err := json.Unmarshal(c.config, &cfg); err != nil {
 		return fmt.Errorf("bundle %s/config.json: %w", c.Bundle, err)
 	}
 	var pipes []string
 	for _, h := range cfg.Hooks.CreateContainer {
-		if len(h.Args) < 2 || h.Args[1] != mpsCheck {
+		if len(h.Args) < 2 || h.Args[1] != peer.HookCommand {
 			continue
 		}
 		for i, a := range h.Args[2:] {
@@ -67,7 +55,7 @@ func (e *Env) CheckMPSContainer(pipeDir, uuid string) error {
 	}
 	if len(pipes) > 1 {
 		return fmt.Errorf("the container is given MPS replicas of %d devices, whose daemons' pipe folders (%s) are each bound at %s, where a client finds the one daemon it uses: give a container MPS replicas of one device only",
-			len(pipes), strings.Join(pipes, ", "), containerPipeDir)
+			len(pipes), strings.Join(pipes, ", "), peer.ContainerPipeDir)
 	}
 	return nil
 }

@@ -7,14 +7,16 @@ import (
 
 	"tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/gpuctk/gpuctk/mps/peer"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// ContainerPipeDir is where a client finds its daemon's pipe directory.
-const ContainerPipeDir = "/tmp/nvidia-mps"
-
-// HookCommand is the gpuctk-hook subcommand that checks a daemon answers.
-const HookCommand = "mps-check"
+// ContainerPipeDir is where a client finds its daemon's pipe directory,
+// and HookCommand the gpuctk-hook subcommand that checks a daemon answers.
+const (
+	ContainerPipeDir = peer.ContainerPipeDir
+	HookCommand      = peer.HookCommand
+)
 
 // ReplicaEdits returns what an MPS replica of d adds to the device's own
 // edits: the client environment, the daemon's pipe directory and /dev/shm,

@@ -1,9 +1,10 @@
 // Package peer tells whether the control socket in an MPS pipe folder is
-// served by the daemon gpuctk started, and reads what gpuctk records of
-// that daemon. The pipe folder is bind-mounted read-write into every
-// replica container, so whatever sits there may have been planted by a
-// tenant: a link, a FIFO, a socket of its own. Both gpuctk and gpuctk-hook
-// (which must link nothing but the standard library and x/sys) use it.
+// served by the daemon gpuctk started, reads what gpuctk records of that
+// daemon, and names what a replica's edits put in a container. The pipe
+// folder is bind-mounted read-write into every replica container, so
+// whatever sits there may have been planted by a tenant: a link, a FIFO,
+// a socket of its own. Both gpuctk and gpuctk-hook (which must link
+// nothing but the standard library and x/sys) use it.
 package peer
 
 import (
