@@ -144,7 +144,7 @@ func (m *Manager) releaseComputeMode(d *offer.Share) error {
 
 // releaseLeftComputeModes restores the saved mode of every GPU on which no
 // daemon gpuctk started remains: one whose restore failed at an earlier
-// stop, or whose start was killed before its daemon's record was written.
+// stop, or whose daemon's record is gone.
 func (m *Manager) releaseLeftComputeModes() error {
 	if m.modes == nil {
 		return nil
@@ -179,9 +179,15 @@ func (m *Manager) releaseGPU(gpu string) error {
 	if err != nil {
 		return fmt.Errorf("MPS state: %w", err)
 	}
-	others, err := m.started()
+	others, broken, err := m.started()
 	if err != nil {
 		return err
+	}
+	if len(broken) > 0 {
+		// A record that cannot be read may be of a daemon on this GPU:
+		// its mode is kept (the broken record is reported) until the
+		// record is dealt with.
+		return nil
 	}
 	for _, o := range others {
 		if o.GPU.UUID == gpu {

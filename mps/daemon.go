@@ -22,9 +22,14 @@ import (
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// launch mounts the tmpfs, sets the compute mode, records the device and
-// runs the daemon.
+// launch records the device, mounts the tmpfs and the pipe folder, sets
+// the compute mode and runs the daemon. The record comes first: it is how
+// stop finds a device, so a start killed at any later step leaves nothing
+// that `gpuctk mps stop` does not undo.
 func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error {
+	if err := m.writeRecord(daemonRecord{Share: *d}); err != nil {
+		return err
+	}
 	shm := d.ShmDir()
 	if !m.shmMounted(d) {
 		opts := fmt.Sprintf("size=%d,mode=1777", uint64(m.shmSize))
@@ -36,9 +41,6 @@ func (m *Manager) launch(ctx context.Context, ctl string, d *offer.Share) error 
 		return err
 	}
 	if err := m.holdComputeMode(d); err != nil {
-		return err
-	}
-	if err := m.writeRecord(daemonRecord{Share: *d}); err != nil {
 		return err
 	}
 	if m.driverRoot != "/" {

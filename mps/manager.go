@@ -141,13 +141,13 @@ func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, erro
 		return nil, err
 	}
 	defer unlock()
-	all, err := m.withStarted(mpsOnly(devs))
+	all, broken, err := m.withStarted(mpsOnly(devs))
 	if err != nil {
 		return nil, err
 	}
 	ctl, ctlErr := FindControl(m.driverRoot)
 	var results []Result
-	var errs []error
+	errs := broken
 	for _, s := range all {
 		if ctlErr != nil && (m.pid(s.Device) > 0 || m.shmMounted(s.Device)) {
 			return results, errors.Join(append(errs, ctlErr)...)
@@ -166,9 +166,10 @@ func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, erro
 }
 
 // Status reports the daemons of the MPS-shared devices in devs and of any
-// other device gpuctk started a daemon for.
+// other device gpuctk started a daemon for. A daemon record that cannot be
+// read is an error, with the statuses of all the others.
 func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, error) {
-	all, err := m.withStarted(mpsOnly(devs))
+	all, broken, err := m.withStarted(mpsOnly(devs))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, er
 			s.Outdated = m.outdated(s.Device) != ""
 		}
 	}
-	return all, nil
+	return all, errors.Join(broken...)
 }
 
 func mpsOnly(devs []*offer.Share) []*offer.Share {
@@ -201,22 +202,23 @@ func mpsOnly(devs []*offer.Share) []*offer.Share {
 }
 
 // withStarted returns devs plus the devices the state root has a daemon
-// record for, as Statuses with Device, PipeDir and Configured set.
-func (m *Manager) withStarted(devs []*offer.Share) ([]Status, error) {
+// record for, as Statuses with Device, PipeDir and Configured set, and the
+// records that cannot be read (see started).
+func (m *Manager) withStarted(devs []*offer.Share) ([]Status, []error, error) {
 	var out []Status
 	for _, d := range devs {
 		out = append(out, Status{Device: d, PipeDir: d.PipeDir(), Configured: true})
 	}
-	started, err := m.started()
+	started, broken, err := m.started()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, d := range started {
 		if !slices.ContainsFunc(devs, func(c *offer.Share) bool { return c.UUID() == d.UUID() }) {
 			out = append(out, Status{Device: d, PipeDir: d.PipeDir()})
 		}
 	}
-	return out, nil
+	return out, broken, nil
 }
 
 func (m *Manager) lock() (func(), error) {

@@ -615,3 +615,88 @@ func TestStartStatusChangedSettings(t *testing.T) {
 		t.Errorf("status with the daemon's own settings = %+v, %v", st, err)
 	}
 }
+
+// dyingModes ends the goroutine that sets a compute mode, as the death
+// of a `gpuctk mps start` at that step would: deferred calls run (the
+// lock is let go, as the kernel lets go of a dead process's flock), and
+// nothing after it.
+type dyingModes struct{ *fakeModes }
+
+func (d dyingModes) SetComputeMode(uuid string, mode int) error {
+	runtime.Goexit()
+	return nil
+}
+
+// TestStartKilledMidway: found in review. `gpuctk mps start` mounted the
+// device's tmpfs and pipe folder before it wrote the record stop finds
+// devices by: a start killed in between left both mounted, and every
+// later stop said "no MPS daemon started by gpuctk to stop".
+func TestStartKilledMidway(t *testing.T) {
+	root := driverRootWith(t, "")
+	_, state := newManager(t, root) // its cleanup stops and checks for mounts left
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"1"}, Strategy: config.MPS, Replicas: 2})
+	dying := New(WithDriverRoot(root), WithStateRoot(state), WithShmSize(64<<20), WithComputeModer(dyingModes{newFakeModes()}))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		dying.Start(context.Background(), devs)
+		t.Error("Start returned: the compute mode double did not end it")
+	}()
+	<-done
+	if !isMountPoint(devs[0].ShmDir()) {
+		t.Fatal("the start did not get as far as the mounts: the test no longer tests what it says")
+	}
+	// A later stop, from another process, undoes it.
+	res, err := New(WithDriverRoot(root), WithStateRoot(state)).Stop(t.Context(), nil)
+	if err != nil || len(res) != 1 || res[0].Device.UUID() != devs[0].UUID() || res[0].Action != "not running" {
+		t.Fatalf("stop after a start killed midway = %+v, %v", res, err)
+	}
+	if isMountPoint(devs[0].ShmDir()) || isMountPoint(devs[0].PipeDir()) {
+		t.Error("mounts left after stop")
+	}
+}
+
+// TestBrokenRecord: found in review. One device.json that could not be
+// decoded (a disk error, an edit by hand) made every `gpuctk mps status`
+// and `gpuctk mps stop` fail before looking at any device: the other
+// daemons could be neither seen nor stopped.
+func TestBrokenRecord(t *testing.T) {
+	m, state := newManager(t, driverRootWith(t, ""))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0", "2"}, Strategy: config.MPS, Replicas: 2})
+	res, err := m.Start(t.Context(), devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(state, devs[1].UUID(), "device.json")
+	good, err := os.ReadFile(broken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(broken, []byte(`{"gpu": {"uuid": `), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantErr := "MPS state " + broken + " cannot be read (unexpected end of JSON input): its daemon, if one runs, is left alone and compute modes are not restored; " +
+		"stop that daemon by hand, remove " + filepath.Dir(broken) + ", then run `gpuctk mps stop` again"
+
+	st, err := m.Status(t.Context(), nil)
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("status error = %v\nwant %s", err, wantErr)
+	}
+	if len(st) != 1 || st[0].Device.UUID() != devs[0].UUID() || !st[0].Answering {
+		t.Errorf("status = %+v: want the other device, answering", st)
+	}
+	stopped, err := m.Stop(t.Context(), nil)
+	if err == nil || err.Error() != wantErr {
+		t.Errorf("stop error = %v\nwant %s", err, wantErr)
+	}
+	if len(stopped) != 1 || stopped[0].Device.UUID() != devs[0].UUID() || stopped[0].Action != "stopped" || alive(res[0].PID) {
+		t.Errorf("stop = %+v: want the other device stopped", stopped)
+	}
+	if !alive(res[1].PID) {
+		t.Error("the broken record's daemon was stopped: nothing says it is that device's")
+	}
+	// Mended, it is stopped as any other (newManager's cleanup checks).
+	if err := os.WriteFile(broken, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -12,38 +12,50 @@ import (
 	"syscall"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// started returns the devices with a record in the state root.
-func (m *Manager) started() ([]*offer.Share, error) {
+// started returns the devices with a record in the state root. A record
+// that cannot be read does not hide the others: it is one of broken, which
+// says what to do about it.
+func (m *Manager) started() (devs []*offer.Share, broken []error, err error) {
 	entries, err := os.ReadDir(m.stateRoot)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("MPS state: %w", err)
+		return nil, nil, fmt.Errorf("MPS state: %w", err)
 	}
-	var out []*offer.Share
 	for _, e := range entries {
-		data, err := os.ReadFile(m.recordPath(e.Name()))
+		path := m.recordPath(e.Name())
+		data, err := readfile.Limited(path, maxRecordSize)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("MPS state: %w", err)
-		}
 		var d *offer.Share
-		if err := json.Unmarshal(data, &d); err != nil {
-			return nil, fmt.Errorf("MPS state %s: %w", m.recordPath(e.Name()), err)
+		if err == nil {
+			err = json.Unmarshal(data, &d)
 		}
-		out = append(out, d)
+		if err == nil && (d == nil || d.UUID() != e.Name()) {
+			err = fmt.Errorf("it is not the record of device %s", e.Name())
+		}
+		if err != nil {
+			broken = append(broken, fmt.Errorf("MPS state %s cannot be read (%w): its daemon, if one runs, is left alone and compute modes are not restored; "+
+				"stop that daemon by hand, remove %s, then run `gpuctk mps stop` again", path, err, filepath.Dir(path)))
+			continue
+		}
+		devs = append(devs, d)
 	}
-	slices.SortFunc(out, func(a, b *offer.Share) int {
+	slices.SortFunc(devs, func(a, b *offer.Share) int {
 		return cmp.Or(cmp.Compare(a.GPU.Index, b.GPU.Index), cmp.Compare(a.Ordinal, b.Ordinal))
 	})
-	return out, nil
+	return devs, broken, nil
 }
+
+// maxRecordSize bounds a device record: a few hundred bytes, written by
+// gpuctk alone.
+const maxRecordSize = 1 << 20
 
 func (m *Manager) recordPath(uuid string) string {
 	return filepath.Join(m.stateRoot, uuid, "device.json")

@@ -46,9 +46,16 @@ shm-size = "16MiB"
 	}
 	t.Cleanup(func() { runResult(t, bin("gpuctk"), mpsArgs("stop")...) })
 	run(t, bin("gpuctk"), mpsArgs("start")...)
-	status := func() map[string]mpsStatus {
+	// status reads `mps status --json`, which exits 3 while a daemon the
+	// configuration asks for is down (want says which).
+	status := func(wantExit int) map[string]mpsStatus {
+		t.Helper()
+		stdout, stderr, code := runResult(t, bin("gpuctk"), mpsArgs("status", "--json")...)
+		if code != wantExit {
+			t.Errorf("mps status exited %d, want %d: %s", code, wantExit, stderr)
+		}
 		var st []mpsStatus
-		if err := json.Unmarshal([]byte(run(t, bin("gpuctk"), mpsArgs("status", "--json")...)), &st); err != nil {
+		if err := json.Unmarshal([]byte(stdout), &st); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]mpsStatus{}
@@ -57,7 +64,7 @@ shm-size = "16MiB"
 		}
 		return out
 	}
-	before := status()
+	before := status(0)
 
 	vendor := uniqueVendor()
 	spec := systemSpecPath(t, vendor)
@@ -78,7 +85,7 @@ shm-size = "16MiB"
 	for i := 0; mpsDaemonRuns(before["0"].PID) && i < 100; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	after := status()
+	after := status(3)
 	if after["0"].Answering || after["0"].State == "running" {
 		t.Errorf("status after the kill reports GPU 0 as %+v", after["0"])
 	}
@@ -91,7 +98,7 @@ shm-size = "16MiB"
 	}
 
 	out := run(t, bin("gpuctk"), mpsArgs("start")...)
-	restarted := status()
+	restarted := status(0)
 	if !restarted["0"].Answering || restarted["0"].PID == before["0"].PID || !mpsDaemonRuns(restarted["0"].PID) {
 		t.Errorf("GPU 0 after start: %+v (start printed %q)", restarted["0"], out)
 	}

@@ -238,11 +238,14 @@ func TestMPSStartStatusStop(t *testing.T) {
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), e.stateRoot) {
 		t.Errorf("mounts left under %s", e.stateRoot)
 	}
-	table = run(t, gpuctk, e.args("status", "dgx-a100")...)
-	if strings.Count(table, "not running") != 2 {
-		t.Errorf("status after stop:\n%s", table)
+	// Down: the table, and exit status 3 with what to do, as an init
+	// script's status says "not running".
+	table, stderr, code := runResult(t, gpuctk, e.args("status", "dgx-a100")...)
+	if strings.Count(table, "not running") != 2 || code != 3 ||
+		stderr != "gpuctk: 2 of the 2 MPS daemons the configuration asks for are not running: start them with `gpuctk mps start`\n" {
+		t.Errorf("status after stop: exit %d, stderr %q\n%s", code, stderr, table)
 	}
-	_, stderr, code := runResult(t, gpuctk, e.args("stop", "dgx-a100")...)
+	_, stderr, code = runResult(t, gpuctk, e.args("stop", "dgx-a100")...)
 	if code != 0 || stderr != "no MPS daemon started by gpuctk to stop\n" {
 		t.Errorf("second stop: exit %d, stderr %q", code, stderr)
 	}

@@ -53,7 +53,7 @@ func mpsCommand() *cli.Command {
 			},
 			{
 				Name:   "status",
-				Usage:  "show the daemon of each MPS-shared device",
+				Usage:  "show the daemon of each MPS-shared device; exit status 3 when one the configuration asks for is not running",
 				Flags:  append(mpsFlags(), &cli.BoolFlag{Name: "json", EnvVars: envVar("json"), Usage: "print JSON"}),
 				Action: mpsStatus,
 			},
@@ -238,10 +238,37 @@ func mpsStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// A record that cannot be read comes with the other devices'
+	// statuses: they are printed, then the error.
 	sts, err := m.Status(c.Context, devs)
+	if err != nil && sts == nil {
+		return err
+	}
+	if perr := printStatus(c, sts); perr != nil {
+		return perr
+	}
 	if err != nil {
 		return err
 	}
+	down, configured := 0, 0
+	for _, s := range sts {
+		if s.Configured {
+			configured++
+			if !s.Answering {
+				down++
+			}
+		}
+	}
+	if down > 0 {
+		// As an init script's status: 3, not running.
+		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s not running: start %s with `gpuctk mps start`",
+			down, configured, map[bool]string{true: "is", false: "are"}[down == 1], map[bool]string{true: "it", false: "them"}[down == 1])}
+	}
+	return nil
+}
+
+// printStatus prints the statuses as a table, or as JSON with --json.
+func printStatus(c *cli.Context, sts []mps.Status) error {
 	if c.Bool("json") {
 		out := []statusJSON{}
 		for _, s := range sts {

@@ -118,8 +118,21 @@ func report(stderr io.Writer, err error) int {
 		return 2
 	}
 	fmt.Fprintln(stderr, "gpuctk:", err)
+	var x *exitError
+	if errors.As(err, &x) {
+		return x.code
+	}
 	return 1
 }
+
+// exitError is an error that exits with its own status, not 1.
+type exitError struct {
+	err  error
+	code int
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
 
 // logFlags are the flags every command takes: on the app, before the
 // command, and on each command, after it.
