@@ -7,11 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -221,6 +225,14 @@ func (m *Manager) withStarted(devs []*offer.Share) ([]Status, []error, error) {
 	return out, broken, nil
 }
 
+// lockWait is how long start and stop wait for another's lock on the
+// state root: each device's start or stop is bounded by the timeout, and
+// this leaves room for some thirty of them ahead (five minutes at the
+// default ten seconds), not for a command hung for good.
+func (m *Manager) lockWait() time.Duration { return 30 * m.timeout }
+
+// lock takes the state root's lock, which one start or stop at a time
+// holds, waiting at most lockWait for another.
 func (m *Manager) lock() (func(), error) {
 	if err := os.MkdirAll(m.stateRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("MPS state: %w", err)
@@ -229,11 +241,55 @@ func (m *Manager) lock() (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("MPS state: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("MPS state: lock %s: %w", f.Name(), err)
+	wait := m.lockWait()
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if err == syscall.EWOULDBLOCK && time.Since(start) > wait {
+			holder := "another process"
+			if pid := flockHolder(f); pid > 0 {
+				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				holder = fmt.Sprintf("pid %d (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(comm), "\x00", " ")), " "))
+			}
+			f.Close()
+			return nil, fmt.Errorf("MPS state: %s has held %s for over %v (another `gpuctk mps start`, `stop` or `run` at work, or hung): let it finish or stop it, then try again",
+				holder, f.Name(), wait)
+		}
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("MPS state: lock %s: %w", f.Name(), err)
+		}
 	}
-	return func() { f.Close() }, nil
+}
+
+// flockHolder returns the pid /proc/locks gives for the flock held on f's
+// file, 0 when it cannot tell.
+func flockHolder(f *os.File) int {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	data, err := readfile.Limited("/proc/locks", 4<<20)
+	if err != nil {
+		return 0
+	}
+	// 1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF
+	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+	for line := range strings.SplitSeq(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
+			if pid, err := strconv.Atoi(f[4]); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result, error) {

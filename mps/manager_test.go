@@ -700,3 +700,38 @@ func TestBrokenRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockBounded: found in review. Start and stop waited for the state
+// root's lock with no bound: behind a `gpuctk mps stop` hung on an
+// unmount, every later start and stop hung too, saying nothing.
+func TestLockBounded(t *testing.T) {
+	root := driverRootWith(t, "")
+	m, state := newManager(t, root, WithTimeout(50*time.Millisecond))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
+	// Another command holds it (an open file of its own: flocks of two
+	// opens conflict, in one process as in two).
+	holder, err := os.OpenFile(filepath.Join(state, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = m.Start(t.Context(), devs)
+	want := fmt.Sprintf("MPS state: pid %d (", os.Getpid())
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "has held "+filepath.Join(state, ".lock")+" for over 1.5s") {
+		t.Errorf("start behind a held lock: %v\nwant it to start with %q and name the lock and the wait", err, want)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("start waited %v", d)
+	}
+	if _, err := m.Stop(t.Context(), nil); err == nil {
+		t.Error("stop behind a held lock did not fail")
+	}
+	holder.Close()
+	patient := New(WithDriverRoot(root), WithStateRoot(state), WithShmSize(64<<20), WithTimeout(10*time.Second))
+	if _, err := patient.Start(t.Context(), devs); err != nil {
+		t.Errorf("start once the lock is let go: %v", err)
+	}
+}
