@@ -58,20 +58,24 @@ func configImport(c *cli.Context) error {
 		_, err := c.App.Writer.Write(nvconfig.Format(outs))
 		return err
 	}
-	// Every config converted before anything is written.
+	// Every config converted before anything is written, and written all
+	// or none.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	var files []atomicfile.File
 	for _, o := range outs {
 		key := o.Key
 		if key == "" {
 			key = "config"
 		}
-		p := filepath.Join(dir, key+".toml")
-		if err := atomicfile.WriteFile(p, o.TOML, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(c.App.ErrWriter, "wrote %s\n", p)
+		files = append(files, atomicfile.File{Path: filepath.Join(dir, key+".toml"), Data: o.TOML, Mode: 0o644})
+	}
+	if err := atomicfile.WriteFiles(files); err != nil {
+		return err
+	}
+	for _, f := range files {
+		fmt.Fprintf(c.App.ErrWriter, "wrote %s\n", f.Path)
 	}
 	return nil
 }

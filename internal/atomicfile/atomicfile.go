@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
@@ -83,7 +85,38 @@ func WriteFileIn(root Dir, name string, data []byte, mode os.FileMode, sync bool
 
 // writeIn is WriteFileIn with the temporary names' suffixes from suffix,
 // and the file given to owner unless it is nil.
-func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) (err error) {
+func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) error {
+	p, err := prepareIn(root, name, data, mode, sync, suffix, owner)
+	if err != nil {
+		return err
+	}
+	if err := p.commit(); err != nil {
+		p.abort()
+		return err
+	}
+	return nil
+}
+
+// pending is new content for name in root, written whole to the
+// temporary file tmp beside it, waiting to be renamed over it.
+type pending struct {
+	root      Dir
+	tmp, name string
+}
+
+func (p *pending) commit() error { return p.root.Rename(p.tmp, p.name) }
+func (p *pending) abort()        { p.root.Remove(p.tmp) }
+
+// tempName is the temporary name of base: a dot, base, ".tmp-" and a
+// suffix of 12 hex digits.
+func tempName(dir, base string, suffix uint64) string {
+	hex := strconv.FormatUint(suffix, 16)
+	return filepath.Join(dir, "."+base+".tmp-"+strings.Repeat("0", max(0, 12-len(hex)))+hex)
+}
+
+// prepareIn writes data to a new temporary file beside name in root, with
+// its mode (and owner, unless nil), synced when sync is set, and closed.
+func prepareIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) (_ *pending, err error) {
 	dir, base := filepath.Split(name)
 	var tmp string
 	var f *os.File
@@ -93,13 +126,13 @@ func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, su
 	// crash). crypto/rand would link the FIPS module into the hook and
 	// the runtime, whose start-up is on every container's critical path.
 	for try := 0; ; try++ {
-		tmp = filepath.Join(dir, fmt.Sprintf(".%s.tmp-%012x", base, suffix()))
+		tmp = tempName(dir, base, suffix())
 		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) || try == 3 {
-			return err
+			return nil, err
 		}
 	}
 	defer func() {
@@ -120,10 +153,72 @@ func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, su
 	}
 	if err != nil {
 		f.Close()
-		return err
+		return nil, err
 	}
 	if err = f.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	return root.Rename(tmp, name)
+	return &pending{root: root, tmp: tmp, name: name}, nil
+}
+
+// File is one file of WriteFiles.
+type File struct {
+	Path string
+	Data []byte
+	Mode os.FileMode
+}
+
+// WriteFiles replaces each file's path with its data as WriteFile does,
+// all or none: every new content is written and synced to its temporary
+// file first, and only then are they renamed into place, so that a
+// failure while writing (a full disk, a folder or a device at a path)
+// leaves every file as it was. Only a rename failing part-way, which
+// takes a file system gone wrong, leaves some replaced; the error then
+// names them.
+func WriteFiles(files []File) error {
+	var ready []*pending
+	fail := func(path string, err error) error {
+		for _, p := range ready {
+			p.abort()
+		}
+		if len(files) == 1 {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
+		return fmt.Errorf("write %s: %w (none of the %d files written)", path, err, len(files))
+	}
+	for _, f := range files {
+		dir, base := filepath.Split(f.Path)
+		if dir == "" {
+			dir = "."
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			return fail(f.Path, err)
+		}
+		defer root.Close()
+		if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
+			return fail(f.Path, fmt.Errorf("it is %s, not a file: name a file to write", filekind.Name(fi.Mode())))
+		}
+		p, err := prepareIn(root, base, f.Data, f.Mode, true, randomSuffix, nil)
+		if err != nil {
+			return fail(f.Path, err)
+		}
+		ready = append(ready, p)
+	}
+	for i, p := range ready {
+		if err := p.commit(); err != nil {
+			for _, q := range ready[i:] {
+				q.abort()
+			}
+			var done []string
+			for _, f := range files[:i] {
+				done = append(done, f.Path)
+			}
+			if len(done) == 0 {
+				return fmt.Errorf("write %s: %w", files[i].Path, err)
+			}
+			return fmt.Errorf("write %s: %w (%s replaced already)", files[i].Path, err, strings.Join(done, ", "))
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -135,6 +136,61 @@ func TestWriteFileTakenTempName(t *testing.T) {
 			entries, _ := os.ReadDir(dir)
 			if len(entries) != 1+tc.taken {
 				t.Errorf("%d entries in the folder, want %d (no temporary file left)", len(entries), 1+tc.taken)
+			}
+		})
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		plant   func(t *testing.T, path string) // at the second file's path
+		wantErr string                          // "" when both are written
+	}{
+		{"both written", nil, ""},
+		{"a folder at the second", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, "it is a folder, not a file: name a file to write (none of the 2 files written)"},
+		{"a FIFO at the second", func(t *testing.T, p string) {
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, "not a file: name a file to write (none of the 2 files written)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+			if err := os.WriteFile(a, []byte("old a"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.plant != nil {
+				tc.plant(t, b)
+			}
+			before, _ := os.ReadDir(dir)
+			err := WriteFiles([]File{{Path: a, Data: []byte("new a"), Mode: 0o644}, {Path: b, Data: []byte("new b"), Mode: 0o644}})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for p, want := range map[string]string{a: "new a", b: "new b"} {
+					got, _ := os.ReadFile(p)
+					fi, _ := os.Stat(p)
+					if string(got) != want || fi.Mode().Perm() != 0o644 {
+						t.Errorf("%s holds %q, mode %v", p, got, fi.Mode())
+					}
+				}
+				return
+			}
+			if err == nil || !strings.HasPrefix(err.Error(), "write "+b+": ") || !strings.HasSuffix(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one about %s ending %q", err, b, tc.wantErr)
+			}
+			if got, _ := os.ReadFile(a); string(got) != "old a" {
+				t.Errorf("the first file holds %q: written although the second failed", got)
+			}
+			if after, _ := os.ReadDir(dir); len(after) != len(before) {
+				t.Errorf("temporary files left: %v", after)
 			}
 		})
 	}
