@@ -59,19 +59,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 			l["gpu.slices.ci"] = strconv.Itoa(ci)
 		}
 	case config.MIGMixed:
-		for _, d := range migs {
-			p := "mig-" + migName(d.MIG.Profile) + "."
-			n, _ := strconv.Atoi(l[p+"count"])
-			l[p+"count"] = strconv.Itoa(n + 1)
-			if n == 0 {
-				gi, ci := sliceCounts(d.MIG.Profile)
-				l[p+"product"] = product(d.GPU.Name, "MIG", migName(d.MIG.Profile))
-				l[p+"memory"] = strconv.FormatUint(d.MIG.MemoryMiB, 10)
-				l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
-				l[p+"slices.gi"] = strconv.Itoa(gi)
-				l[p+"slices.ci"] = strconv.Itoa(ci)
-			}
-		}
+		mixedLabels(l, migs, set.Shared, k)
 	}
 
 	// Sharing, as the first shared device advertised as nvidia.com/gpu
@@ -101,6 +89,46 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		out[Prefix+key] = v
 	}
 	return out, nil
+}
+
+// mixedLabels adds the mixed strategy's labels of each MIG profile,
+// mig-<profile>.*, as its first MIG device has them: GPU feature discovery
+// labels each nvidia.com/mig-<profile> resource.
+func mixedLabels(l Labels, migs []inventory.Device, shared []*offer.Share, k config.Kubernetes) {
+	for _, d := range migs {
+		p := "mig-" + migName(d.MIG.Profile) + "."
+		n, _ := strconv.Atoi(l[p+"count"])
+		l[p+"count"] = strconv.Itoa(n + 1)
+		if n > 0 {
+			continue
+		}
+		gi, ci := sliceCounts(d.MIG.Profile)
+		parts := []string{"MIG", migName(d.MIG.Profile)}
+		l[p+"replicas"], l[p+"sharing-strategy"] = "1", "none"
+		if s := profileShare(shared, d.MIG.Profile); s != nil {
+			l[p+"replicas"], l[p+"sharing-strategy"] = strconv.Itoa(s.Replicas), s.Strategy
+			if s.Resource == "" && !k.RenameShared {
+				parts = append(parts, "SHARED")
+			}
+		}
+		l[p+"product"] = product(d.GPU.Name, parts...)
+		l[p+"memory"] = strconv.FormatUint(d.MIG.MemoryMiB, 10)
+		l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
+		l[p+"slices.gi"] = strconv.Itoa(gi)
+		l[p+"slices.ci"] = strconv.Itoa(ci)
+	}
+}
+
+// profileShare returns the first shared MIG device of a profile, nil when
+// none of its MIG devices is shared. Its replicas are what a pod asking
+// for nvidia.com/mig-<profile> (or the entry's resource) gets.
+func profileShare(shared []*offer.Share, profile string) *offer.Share {
+	for _, s := range shared {
+		if s.MIG != nil && s.MIG.Profile == profile {
+			return s
+		}
+	}
+	return nil
 }
 
 // asGPU reports whether a share's replicas are advertised as

@@ -28,6 +28,14 @@ func TestGolden(t *testing.T) {
 		{"l40s-time-slicing-renamed", "l40s", "[kubernetes]\nrename-shared = true\n[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n"},
 		{"p100-mps", "p100", "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 8\n"},
 		{"h100-single-mps", "h100", "[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"mps\"\nreplicas = 2\n"},
+		// Under mixed, each profile's replicas: 1g.5gb time-sliced as
+		// nvidia.com/mig-1g.5gb (-SHARED), 3g.20gb through MPS under a
+		// resource of its own (no -SHARED), 2g.10gb not shared.
+		{"dgx-a100-mixed-shared", "dgx-a100", "[kubernetes]\nmig-strategy = \"mixed\"\n" +
+			"[[sharing]]\ndevices = [\"1g.5gb\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n" +
+			"[[sharing]]\ndevices = [\"3g.20gb\"]\nstrategy = \"mps\"\nreplicas = 2\nresource = \"nvidia.com/mig-3g.20gb-mps\"\n"},
+		{"dgx-a100-mixed-shared-renamed", "dgx-a100", "[kubernetes]\nmig-strategy = \"mixed\"\nrename-shared = true\n" +
+			"[[sharing]]\ndevices = [\"1g.5gb\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := labelsOf(t, fakehost.Host(t, tc.profile), tc.toml).Lines()
