@@ -62,24 +62,19 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		mixedLabels(l, migs, set.Shared, k)
 	}
 
-	// Sharing, as the first shared device advertised as nvidia.com/gpu
-	// (or, with none, the first shared device) has it.
+	// Sharing, as nvidia.com/gpu's replicas have it.
 	l["gpu.replicas"] = "1"
 	l["gpu.sharing-strategy"] = "none"
 	l["mps.capable"] = "false"
-	var first *offer.Share
 	for _, s := range set.Shared {
 		if s.IsMPS() {
 			l["mps.capable"] = "true"
 		}
-		if first == nil || (!asGPU(first, k) && asGPU(s, k)) {
-			first = s
-		}
 	}
-	if first != nil {
-		l["gpu.replicas"] = strconv.Itoa(first.Replicas)
-		l["gpu.sharing-strategy"] = first.Strategy
-		if asGPU(first, k) && first.Resource == "" && !k.RenameShared {
+	if s := gpuShare(set.Shared, k); s != nil {
+		l["gpu.replicas"] = strconv.Itoa(s.Replicas)
+		l["gpu.sharing-strategy"] = s.Strategy
+		if asGPU(s, k) && !k.RenameShared {
 			productParts = append(productParts, "SHARED")
 		}
 	}
@@ -129,6 +124,27 @@ func profileShare(shared []*offer.Share, profile string) *offer.Share {
 		}
 	}
 	return nil
+}
+
+// gpuShare returns the shared device whose replicas gpu.replicas and
+// gpu.sharing-strategy describe: the first advertised as nvidia.com/gpu,
+// else the first of a kind nvidia.com/gpu advertises (a whole GPU, or a
+// MIG device under single) advertised under its entry's resource, as GPU
+// feature discovery labels a renamed nvidia.com/gpu; nil when none is. A
+// MIG device's replicas under mixed are its profile's, mig-<profile>.*.
+func gpuShare(shared []*offer.Share, k config.Kubernetes) *offer.Share {
+	var renamed *offer.Share
+	for _, s := range shared {
+		switch {
+		case s.MIG != nil && k.MIGStrategy != config.MIGSingle:
+			// nvidia.com/mig-<profile>'s under mixed; not advertised under none.
+		case asGPU(s, k):
+			return s
+		case renamed == nil:
+			renamed = s
+		}
+	}
+	return renamed
 }
 
 // asGPU reports whether a share's replicas are advertised as

@@ -182,6 +182,45 @@ func TestLongProductName(t *testing.T) {
 	}
 }
 
+// TestGPUReplicas: gpu.replicas, gpu.sharing-strategy and the -SHARED of
+// gpu.product describe the replicas of nvidia.com/gpu's devices (whole
+// GPUs; MIG devices under single), also when an entry's resource
+// advertises them under another name, as GPU feature discovery labels a
+// renamed nvidia.com/gpu. MIG devices shared under mixed leave them alone:
+// their profiles' labels say so.
+func TestGPUReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		name, profile, toml             string
+		replicas, strategy, productTail string
+	}{
+		{"mixed, MIG devices shared", "h100",
+			"[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n",
+			"1", "none", "HBM3"},
+		{"mixed, a whole GPU and MIG devices shared", "dgx-a100",
+			"[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"1g.5gb\"]\nstrategy = \"mps\"\nreplicas = 2\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 3\nresource = \"nvidia.com/gpu-ts\"\n",
+			"3", "time-slicing", "40GB"},
+		{"whole GPUs under a resource of their own", "l40s",
+			"[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\nresource = \"nvidia.com/gpu-shared\"\n",
+			"4", "time-slicing", "L40S"},
+		{"single, MIG devices under a resource of their own", "h100",
+			"[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"mps\"\nreplicas = 2\nresource = \"nvidia.com/gpu-mps\"\n",
+			"2", "mps", "MIG-1g.10gb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := labelsOf(t, fakehost.Host(t, tc.profile), tc.toml)
+			if got := l[Prefix+"gpu.replicas"]; got != tc.replicas {
+				t.Errorf("gpu.replicas=%s, want %s", got, tc.replicas)
+			}
+			if got := l[Prefix+"gpu.sharing-strategy"]; got != tc.strategy {
+				t.Errorf("gpu.sharing-strategy=%s, want %s", got, tc.strategy)
+			}
+			if got := l[Prefix+"gpu.product"]; !strings.HasSuffix(got, "-"+tc.productTail) {
+				t.Errorf("gpu.product=%s, want it to end in -%s (no -SHARED)", got, tc.productTail)
+			}
+		})
+	}
+}
+
 // TestMIGCapable: mig.capable is true on a node whose GPU can run in MIG
 // mode while it is off (GPU feature discovery asks NVML; NVIDIA's GPU
 // operator deploys its MIG manager on such nodes), false otherwise.
