@@ -23,7 +23,9 @@ type Labels map[string]string
 // For returns the labels of what a host offers, under the device plugin's
 // settings. A node's labels describe its first GPU (or, under the single
 // MIG strategy, its first MIG device), as GPU feature discovery's do:
-// nodeSelectors pick nodes of one kind.
+// nodeSelectors pick nodes of one kind. Under single, a node whose GPUs
+// are not all in MIG mode with MIG devices of one profile is marked
+// invalid (see invalidLabels).
 func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 	h := set.Host
 	l := Labels{}
@@ -46,9 +48,10 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 	}
 
 	migs := slices.DeleteFunc(h.Devices(), func(d inventory.Device) bool { return !d.IsMIG() })
+	var invalid *inventory.GPU // under single, a node it cannot describe
 	switch k.MIGStrategy {
 	case config.MIGSingle:
-		if len(migs) > 0 {
+		if invalid = singleInvalid(h); invalid == nil && len(migs) > 0 {
 			m := migs[0].MIG
 			gi, ci := sliceCounts(m.Profile)
 			l["gpu.count"] = strconv.Itoa(len(migs))
@@ -79,11 +82,56 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		}
 	}
 	l["gpu.product"] = product(g.Name, productParts...)
+	if invalid != nil {
+		invalidLabels(l, invalid)
+	}
 	out := Labels{}
 	for key, v := range l {
 		out[Prefix+key] = v
 	}
 	return out, nil
+}
+
+// singleInvalid returns the first GPU in MIG mode when the single
+// strategy cannot describe the host, as GPU feature discovery judges it: a
+// GPU in MIG mode without MIG devices, GPUs in and out of MIG mode, or MIG
+// devices of several profiles. It returns nil when it can, and when no GPU
+// is in MIG mode (the labels are then those of whole GPUs).
+func singleInvalid(h *inventory.Host) *inventory.GPU {
+	var first *inventory.GPU
+	whole, empty := false, false
+	profiles := map[string]bool{}
+	for i := range h.GPUs {
+		g := &h.GPUs[i]
+		if !g.MIGEnabled {
+			whole = true
+			continue
+		}
+		if first == nil {
+			first = g
+		}
+		empty = empty || len(g.MIG) == 0
+		for _, m := range g.MIG {
+			profiles[m.Profile] = true
+		}
+	}
+	if first == nil || !whole && !empty && len(profiles) == 1 {
+		return nil
+	}
+	return first
+}
+
+// invalidLabels marks a node the single strategy cannot describe, as GPU
+// feature discovery does: gpu.product is the name of its first GPU in MIG
+// mode followed by -MIG-INVALID, and it has no devices, replicas or memory
+// (gpu.count, gpu.replicas and gpu.memory 0, gpu.sharing-strategy empty),
+// so that no nodeSelector for a product or a size picks it.
+func invalidLabels(l Labels, g *inventory.GPU) {
+	l["gpu.product"] = product(g.Name, "MIG", "INVALID")
+	l["gpu.count"] = "0"
+	l["gpu.replicas"] = "0"
+	l["gpu.sharing-strategy"] = ""
+	l["gpu.memory"] = "0"
 }
 
 // mixedLabels adds the mixed strategy's labels of each MIG profile,

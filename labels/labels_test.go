@@ -28,6 +28,9 @@ func TestGolden(t *testing.T) {
 		{"l40s-time-slicing-renamed", "l40s", "[kubernetes]\nrename-shared = true\n[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n"},
 		{"p100-mps", "p100", "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 8\n"},
 		{"h100-single-mps", "h100", "[kubernetes]\nmig-strategy = \"single\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"mps\"\nreplicas = 2\n"},
+		// Single on GPUs in and out of MIG mode, with MIG devices of
+		// three profiles: GPU feature discovery's invalid labels.
+		{"dgx-a100-single-invalid", "dgx-a100", "[kubernetes]\nmig-strategy = \"single\"\n"},
 		// Under mixed, each profile's replicas: 1g.5gb time-sliced as
 		// nvidia.com/mig-1g.5gb (-SHARED), 3g.20gb through MPS under a
 		// resource of its own (no -SHARED), 2g.10gb not shared.
@@ -177,6 +180,55 @@ func TestLongProductName(t *testing.T) {
 			checkValid(t, l)
 			if v := l[tc.key]; !strings.HasPrefix(v, "NVIDIA-RTX-PRO-6000-Blackwell") || !strings.HasSuffix(v, tc.suffix) {
 				t.Errorf("%s=%q, want NVIDIA-RTX-PRO-6000-Blackwell...%s", tc.key, v, tc.suffix)
+			}
+		})
+	}
+}
+
+// TestSingleInvalid: under single, a node whose GPUs are not all in MIG
+// mode with MIG devices of one profile gets GPU feature discovery's
+// invalid labels, replicas or not: gpu.product <name>-MIG-INVALID, 0
+// devices, replicas and memory, an empty sharing strategy, and none of the
+// MIG device's labels, so no nodeSelector for a product or a size picks
+// it. A node with no GPU in MIG mode is labelled as its whole GPUs.
+func TestSingleInvalid(t *testing.T) {
+	invalid := map[string]string{
+		"gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "gpu.count": "0", "gpu.replicas": "0",
+		"gpu.sharing-strategy": "", "gpu.memory": "0", "mig.strategy": "single",
+	}
+	for _, tc := range []struct {
+		name    string
+		profile string
+		change  func(h *inventory.Host)
+		sharing string
+		want    map[string]string
+	}{
+		{"two profiles", "h100", func(h *inventory.Host) { h.GPUs[0].MIG[6].Profile = "1g.20gb" }, "", invalid},
+		{"MIG mode without MIG devices", "h100", func(h *inventory.Host) { h.GPUs[0].MIG = nil }, "", invalid},
+		{"one GPU of eight without MIG devices", "dgx-h100-mig", func(h *inventory.Host) { h.GPUs[5].MIG = nil }, "", invalid},
+		{"one GPU of eight out of MIG mode", "dgx-h100-mig", func(h *inventory.Host) {
+			h.GPUs[7].MIGEnabled, h.GPUs[7].MIG = false, nil
+		}, "", invalid},
+		{"two profiles, MIG devices shared", "h100", func(h *inventory.Host) { h.GPUs[0].MIG[6].Profile = "1g.20gb" },
+			"[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n", invalid},
+		{"no GPU in MIG mode", "h100", func(h *inventory.Host) { h.GPUs[0].MIGEnabled, h.GPUs[0].MIG = false, nil }, "",
+			map[string]string{"gpu.product": "NVIDIA-H100-80GB-HBM3", "gpu.count": "1", "gpu.replicas": "1",
+				"gpu.sharing-strategy": "none", "gpu.memory": "81559", "mig.strategy": "single"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := fakehost.Host(t, tc.profile)
+			tc.change(h)
+			l := labelsOf(t, h, "[kubernetes]\nmig-strategy = \"single\"\n"+tc.sharing)
+			checkValid(t, l)
+			for k, v := range tc.want {
+				if got, ok := l[Prefix+k]; !ok || got != v {
+					t.Errorf("%s=%q, want %q", k, got, v)
+				}
+			}
+			for _, k := range []string{"gpu.multiprocessors", "gpu.slices.gi", "gpu.slices.ci"} {
+				if v, ok := l[Prefix+k]; ok {
+					t.Errorf("%s=%s, want no such label", k, v)
+				}
 			}
 		})
 	}
