@@ -71,6 +71,22 @@ type MIGDevice struct {
 	// MemoryMiB is the instance's device memory in MiB.
 	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`
 	SMCount   int    `toml:"sm-count" json:"smCount"`
+	// Engines are the instance's engines besides its SMs, as NVML reports
+	// the MIG device's attributes.
+	Engines Engines `toml:"engines,inline" json:"engines"`
+}
+
+// Engines counts a MIG device's copy engines, video decoders and
+// encoders, JPEG decoders and optical flow accelerators (NVML's
+// sharedCopyEngineCount, sharedDecoderCount, ... of the device's
+// attributes, which for a compute instance spanning its GPU instance are
+// the GPU instance profile's copyEngineCount, decoderCount, ...).
+type Engines struct {
+	Copy    int `toml:"copy" json:"copy"`
+	Decoder int `toml:"decoder" json:"decoder"`
+	Encoder int `toml:"encoder" json:"encoder"`
+	JPEG    int `toml:"jpeg" json:"jpeg"`
+	OFA     int `toml:"ofa" json:"ofa"`
 }
 
 // Source reports the GPUs of a host.

@@ -135,13 +135,19 @@ func TestSimulatedProfileFile(t *testing.T) {
 		profile string
 		mem     uint64
 		sms     int
-	}{{2, "3g.20gb", 19968, 42}, {3, "2g.10gb", 9856, 28}, {9, "1g.5gb", 4864, 14}, {10, "1g.5gb", 4864, 14}}
+		engines inventory.Engines // as NVML reports them: labels show them
+	}{
+		{2, "3g.20gb", 19968, 42, inventory.Engines{Copy: 3, Decoder: 2}},
+		{3, "2g.10gb", 9856, 28, inventory.Engines{Copy: 2, Decoder: 1}},
+		{9, "1g.5gb", 4864, 14, inventory.Engines{Copy: 1}},
+		{10, "1g.5gb", 4864, 14, inventory.Engines{Copy: 1}},
+	}
 	if !g.MIGEnabled || len(g.MIG) != len(want) {
 		t.Fatalf("GPU 0: %+v", g)
 	}
 	for i, w := range want {
 		d := g.MIG[i]
-		if d.Index != i || d.GI != w.gi || d.CI != 0 || d.Profile != w.profile || d.MemoryMiB != w.mem || d.SMCount != w.sms || !strings.HasPrefix(d.UUID, "MIG-") {
+		if d.Index != i || d.GI != w.gi || d.CI != 0 || d.Profile != w.profile || d.MemoryMiB != w.mem || d.SMCount != w.sms || d.Engines != w.engines || !strings.HasPrefix(d.UUID, "MIG-") {
 			t.Errorf("GPU 0 MIG device %d: %+v, want %+v", i, d, w)
 		}
 	}

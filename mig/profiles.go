@@ -23,6 +23,10 @@ type Profile struct {
 	// Starts are the memory slices an instance may start at (NVML's
 	// placements); it spans MemorySlices from there.
 	Starts []int
+	// Engines are an instance's copy engines, decoders, encoders, JPEG
+	// decoders and optical flow accelerators (NVML's copyEngineCount,
+	// decoderCount, ... of the profile): its MIG device's.
+	Engines inventory.Engines
 }
 
 // Model is a GPU model that supports MIG.
@@ -45,23 +49,35 @@ const (
 	profile1SliceRev2 = 9
 )
 
+// engines lists a profile's engines in the order nvidia-smi mig -lgip
+// shows them: copy engines (CE), decoders (DEC), encoders (ENC), JPEG
+// decoders and optical flow accelerators (OFA).
+func engines(copyEngines, decoders, encoders, jpeg, ofa int) inventory.Engines {
+	return inventory.Engines{Copy: copyEngines, Decoder: decoders, Encoder: encoders, JPEG: jpeg, OFA: ofa}
+}
+
 // models are the GPU models gpuctk can partition. Memory sizes and SM
 // counts are those NVML reports for each profile; the placements are the
 // same on all three: a 1-slice profile anywhere but the last memory slice
 // (which only the full 7g profile reaches), a 2-slice one on even slices,
-// 3g and 4g on halves, 7g on the whole GPU.
+// 3g and 4g on halves, 7g on the whole GPU. The engines are those of the
+// MIG user guide's profile tables and nvidia-smi mig -lgip: an A100 has no
+// encoder, and its JPEG decoder and optical flow accelerator belong to the
+// 7g profile alone (and to the +me profiles gpuctk does not create); every
+// H100 profile has a JPEG decoder per decoder, and its 7g one 8 copy
+// engines.
 var models = []Model{
 	{
 		Name:          "A100-40GB",
 		Products:      []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"},
 		ComputeSlices: 7, MemorySlices: 8,
 		Profiles: []Profile{
-			{"1g.5gb", profile1Slice, 1, 1, 4864, 14, []int{0, 1, 2, 3, 4, 5, 6}},
-			{"1g.10gb", profile1SliceRev2, 1, 2, 9856, 14, []int{0, 2, 4, 6}},
-			{"2g.10gb", profile2Slice, 2, 2, 9856, 28, []int{0, 2, 4}},
-			{"3g.20gb", profile3Slice, 3, 4, 19968, 42, []int{0, 4}},
-			{"4g.20gb", profile4Slice, 4, 4, 19968, 56, []int{0}},
-			{"7g.40gb", profile7Slice, 7, 8, 40192, 98, []int{0}},
+			{"1g.5gb", profile1Slice, 1, 1, 4864, 14, []int{0, 1, 2, 3, 4, 5, 6}, engines(1, 0, 0, 0, 0)},
+			{"1g.10gb", profile1SliceRev2, 1, 2, 9856, 14, []int{0, 2, 4, 6}, engines(1, 1, 0, 0, 0)},
+			{"2g.10gb", profile2Slice, 2, 2, 9856, 28, []int{0, 2, 4}, engines(2, 1, 0, 0, 0)},
+			{"3g.20gb", profile3Slice, 3, 4, 19968, 42, []int{0, 4}, engines(3, 2, 0, 0, 0)},
+			{"4g.20gb", profile4Slice, 4, 4, 19968, 56, []int{0}, engines(4, 2, 0, 0, 0)},
+			{"7g.40gb", profile7Slice, 7, 8, 40192, 98, []int{0}, engines(7, 5, 0, 1, 1)},
 		},
 	},
 	{
@@ -69,12 +85,12 @@ var models = []Model{
 		Products:      []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"},
 		ComputeSlices: 7, MemorySlices: 8,
 		Profiles: []Profile{
-			{"1g.10gb", profile1Slice, 1, 1, 9728, 14, []int{0, 1, 2, 3, 4, 5, 6}},
-			{"1g.20gb", profile1SliceRev2, 1, 2, 19968, 14, []int{0, 2, 4, 6}},
-			{"2g.20gb", profile2Slice, 2, 2, 19968, 28, []int{0, 2, 4}},
-			{"3g.40gb", profile3Slice, 3, 4, 40192, 42, []int{0, 4}},
-			{"4g.40gb", profile4Slice, 4, 4, 40192, 56, []int{0}},
-			{"7g.80gb", profile7Slice, 7, 8, 81152, 98, []int{0}},
+			{"1g.10gb", profile1Slice, 1, 1, 9728, 14, []int{0, 1, 2, 3, 4, 5, 6}, engines(1, 0, 0, 0, 0)},
+			{"1g.20gb", profile1SliceRev2, 1, 2, 19968, 14, []int{0, 2, 4, 6}, engines(1, 1, 0, 0, 0)},
+			{"2g.20gb", profile2Slice, 2, 2, 19968, 28, []int{0, 2, 4}, engines(2, 1, 0, 0, 0)},
+			{"3g.40gb", profile3Slice, 3, 4, 40192, 42, []int{0, 4}, engines(3, 2, 0, 0, 0)},
+			{"4g.40gb", profile4Slice, 4, 4, 40192, 56, []int{0}, engines(4, 2, 0, 0, 0)},
+			{"7g.80gb", profile7Slice, 7, 8, 81152, 98, []int{0}, engines(7, 5, 0, 1, 1)},
 		},
 	},
 	{
@@ -82,12 +98,12 @@ var models = []Model{
 		Products:      []string{"NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"},
 		ComputeSlices: 7, MemorySlices: 8,
 		Profiles: []Profile{
-			{"1g.10gb", profile1Slice, 1, 1, 9856, 16, []int{0, 1, 2, 3, 4, 5, 6}},
-			{"1g.20gb", profile1SliceRev2, 1, 2, 20096, 16, []int{0, 2, 4, 6}},
-			{"2g.20gb", profile2Slice, 2, 2, 20096, 32, []int{0, 2, 4}},
-			{"3g.40gb", profile3Slice, 3, 4, 40448, 60, []int{0, 4}},
-			{"4g.40gb", profile4Slice, 4, 4, 40448, 64, []int{0}},
-			{"7g.80gb", profile7Slice, 7, 8, 81152, 132, []int{0}},
+			{"1g.10gb", profile1Slice, 1, 1, 9856, 16, []int{0, 1, 2, 3, 4, 5, 6}, engines(1, 1, 0, 1, 0)},
+			{"1g.20gb", profile1SliceRev2, 1, 2, 20096, 16, []int{0, 2, 4, 6}, engines(1, 1, 0, 1, 0)},
+			{"2g.20gb", profile2Slice, 2, 2, 20096, 32, []int{0, 2, 4}, engines(2, 2, 0, 2, 0)},
+			{"3g.40gb", profile3Slice, 3, 4, 40448, 60, []int{0, 4}, engines(3, 3, 0, 3, 0)},
+			{"4g.40gb", profile4Slice, 4, 4, 40448, 64, []int{0}, engines(4, 4, 0, 4, 0)},
+			{"7g.80gb", profile7Slice, 7, 8, 81152, 132, []int{0}, engines(8, 7, 0, 7, 1)},
 		},
 	},
 }

@@ -166,7 +166,7 @@ func (s *Simulator) CreateComputeInstance(uuid string, gi int, p *Profile) error
 	delete(s.empty[uuid], gi)
 	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", uuid, gi, 0))
 	g.MIG = append(g.MIG, inventory.MIGDevice{
-		GI: gi, CI: 0, Profile: p.Name, MemoryMiB: p.MemoryMiB, SMCount: p.SMCount,
+		GI: gi, CI: 0, Profile: p.Name, MemoryMiB: p.MemoryMiB, SMCount: p.SMCount, Engines: p.Engines,
 		UUID: fmt.Sprintf("MIG-%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16]),
 	})
 	renumber(g)

@@ -237,6 +237,13 @@ func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*inventory.MIGDevi
 	}
 	m.MemoryMiB = attr.MemorySizeMB
 	m.SMCount = int(attr.MultiprocessorCount)
+	m.Engines = inventory.Engines{
+		Copy:    int(attr.SharedCopyEngineCount),
+		Decoder: int(attr.SharedDecoderCount),
+		Encoder: int(attr.SharedEncoderCount),
+		JPEG:    int(attr.SharedJpegCount),
+		OFA:     int(attr.SharedOfaCount),
+	}
 	m.Profile = migProfile(attr, parentMemory)
 	return &m, nil
 }

@@ -54,7 +54,8 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 // addMIG creates the GPU and compute instances with the mock's own profile
 // tables and supplies the MIG handle calls the DGX mock lacks, answering
 // what NVML answers for a MIG device: ids, UUID and attributes taken from
-// the instance profiles. Slots not in specs are empty (NOT_FOUND).
+// the instance profiles (its engines are its GPU instance's, which its
+// compute instances share). Slots not in specs are empty (NOT_FOUND).
 func addMIG(t *testing.T, dev *dgxa100.Device, specs []migSpec) {
 	t.Helper()
 	handles := map[int]nvml.Device{}
@@ -90,6 +91,11 @@ func addMIG(t *testing.T, dev *dgxa100.Device, specs []migSpec) {
 			GetAttributesFunc: func() (nvml.DeviceAttributes, nvml.Return) {
 				return nvml.DeviceAttributes{
 					MultiprocessorCount:       ciProf.MultiprocessorCount,
+					SharedCopyEngineCount:     giProf.CopyEngineCount,
+					SharedDecoderCount:        giProf.DecoderCount,
+					SharedEncoderCount:        giProf.EncoderCount,
+					SharedJpegCount:           giProf.JpegCount,
+					SharedOfaCount:            giProf.OfaCount,
 					GpuInstanceSliceCount:     giProf.SliceCount,
 					ComputeInstanceSliceCount: ciProf.SliceCount,
 					MemorySizeMB:              giProf.MemorySizeMB,

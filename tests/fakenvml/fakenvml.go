@@ -118,7 +118,8 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 				for _, s := range p.Starts {
 					starts = append(starts, fmt.Sprint(s))
 				}
-				fmt.Fprintf(w, "profile %d %d %d %d %d %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount, strings.Join(starts, ","))
+				fmt.Fprintf(w, "profile %d %d %d %d %d %s %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount,
+					strings.Join(starts, ","), engines(p.Engines))
 			}
 		}
 		if len(g.Distance) > 0 {
@@ -132,8 +133,8 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 			if err != nil {
 				return fmt.Errorf("GPU %d MIG device %d: %w", g.Index, m.Index, err)
 			}
-			fmt.Fprintf(w, "mig %d %d %d %d %d %d %d %s\n", m.Index, m.GI, m.CI, gSlices, cSlices,
-				m.MemoryMiB, m.SMCount, m.UUID)
+			fmt.Fprintf(w, "mig %d %d %d %d %d %d %d %s %s\n", m.Index, m.GI, m.CI, gSlices, cSlices,
+				m.MemoryMiB, m.SMCount, m.UUID, engines(m.Engines))
 		}
 	}
 	for _, f := range faults {
@@ -144,6 +145,12 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		fmt.Fprintf(w, "fail %s %s %d\n", f.Function, gpu, int(f.Return))
 	}
 	return nil
+}
+
+// engines are a line's engine counts in the library's order: copy
+// engines, decoders, encoders, JPEG decoders, optical flow accelerators.
+func engines(e inventory.Engines) string {
+	return fmt.Sprintf("%d %d %d %d %d", e.Copy, e.Decoder, e.Encoder, e.JPEG, e.OFA)
 }
 
 // slices returns the GPU and compute instance slice counts a MIG profile

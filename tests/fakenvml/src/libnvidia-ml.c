@@ -10,14 +10,19 @@
  *   driver <version>
  *   cuda <version as NVML encodes it: 12040 for 12.4>
  *   gpu <index> <minor> <on|off|unsupported> <memory MiB> <cc major> <cc minor> <uuid> <pci bus id> <name>
- *   mig <slot> <gi> <ci> <gi slices> <ci slices> <memory MiB> <SMs> <uuid>
+ *   mig <slot> <gi> <ci> <gi slices> <ci slices> <memory MiB> <SMs> <uuid> [<engines>]
  *   slots <MIG slots of the GPU above>
- *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated>
+ *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated> [<engines>]
  *   gi <id> <profile> <start> <memory slices>
  *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
  *   topo <level to GPU 0> <level to GPU 1> ...   (of the gpu line above)
  *   numa <NUMA node>   (of the gpu line above; none: NVML does not say)
+ *
+ * <engines> are five counts, as nvidia-smi mig -lgip lists them: copy
+ * engines, decoders, encoders, JPEG decoders, optical flow accelerators; 0
+ * when left out. A MIG device reports its own as its shared engines; a
+ * profile, as its GPU instances' engines, which MIG devices made on them get.
  *
  * Events: nvmlEventSetWait_v2 reads the file named by the host file's path
  * plus ".events" from where the last wait of the set stopped, one event a
@@ -125,6 +130,11 @@ _Static_assert(sizeof(struct attributes) == 40, "nvmlDeviceAttributes_t layout")
 #define MIG_ON 1
 #define MIG_UNSUPPORTED 2
 
+/* Engine counts of a MIG device or a GPU instance profile. */
+struct engines {
+	unsigned int copy, decoder, encoder, jpeg, ofa;
+};
+
 /* A device handle (nvmlDevice_t) points at one of these. */
 struct device {
 	int present;
@@ -136,6 +146,7 @@ struct device {
 	char uuid[96], bus_id[32], name[96];
 	/* MIG devices only. */
 	unsigned int slot, gi, ci, gi_slices, ci_slices, sms;
+	struct engines engines;
 	struct device *mig;
 	/* GPUs: topology level to each GPU by index; ntopo 0: not known. */
 	unsigned int topo[MAX_GPUS_TOPO], ntopo;
@@ -170,6 +181,7 @@ struct profile {
 	int present;
 	unsigned int compute, memory_slices, sms, starts; /* starts: bit mask */
 	unsigned long long memory_mib;
+	struct engines engines;
 };
 
 /* A GPU instance; an nvmlGpuInstance_t points at one. */
@@ -348,7 +360,8 @@ static nvmlReturn_t save(void)
 					fprintf(f, "%s%d", sep, b);
 					sep = ",";
 				}
-			fprintf(f, "\n");
+			fprintf(f, " %u %u %u %u %u\n", pr->engines.copy, pr->engines.decoder, pr->engines.encoder,
+				pr->engines.jpeg, pr->engines.ofa);
 		}
 		for (int id = 0; id < MAX_GIS; id++) {
 			const struct gpu_instance *x = &instances[i][id];
@@ -358,8 +371,9 @@ static nvmlReturn_t save(void)
 		for (int s = 0; s < MAX_SLOTS; s++) {
 			const struct device *m = &migs[i][s];
 			if (m->present)
-				fprintf(f, "mig %u %u %u %u %u %llu %u %s\n", m->slot, m->gi, m->ci, m->gi_slices,
-					m->ci_slices, m->memory_mib, m->sms, m->uuid);
+				fprintf(f, "mig %u %u %u %u %u %llu %u %s %u %u %u %u %u\n", m->slot, m->gi, m->ci,
+					m->gi_slices, m->ci_slices, m->memory_mib, m->sms, m->uuid, m->engines.copy,
+					m->engines.decoder, m->engines.encoder, m->engines.jpeg, m->engines.ofa);
 		}
 	}
 	for (int i = 0; i < nprocs; i++)
@@ -451,9 +465,11 @@ static nvmlReturn_t load(void)
 				ret = bad_line(path, n, "mig line without a gpu line in MIG mode above it");
 				break;
 			}
-			if (sscanf(line, "mig %u %u %u %u %u %llu %u %95s", &m.slot, &m.gi, &m.ci, &m.gi_slices,
-				   &m.ci_slices, &m.memory_mib, &m.sms, m.uuid) != 8) {
-				ret = bad_line(path, n, "want: mig SLOT GI CI GI-SLICES CI-SLICES MEMORY-MIB SMS UUID");
+			int got = sscanf(line, "mig %u %u %u %u %u %llu %u %95s %u %u %u %u %u", &m.slot, &m.gi, &m.ci,
+					 &m.gi_slices, &m.ci_slices, &m.memory_mib, &m.sms, m.uuid, &m.engines.copy,
+					 &m.engines.decoder, &m.engines.encoder, &m.engines.jpeg, &m.engines.ofa);
+			if (got != 8 && got != 13) {
+				ret = bad_line(path, n, "want: mig SLOT GI CI GI-SLICES CI-SLICES MEMORY-MIB SMS UUID [CE DEC ENC JPEG OFA]");
 				break;
 			}
 			if (m.slot >= MAX_SLOTS) {
@@ -479,9 +495,13 @@ static nvmlReturn_t load(void)
 			unsigned int id;
 			struct profile pr = {0};
 			char starts[64];
-			if (g == NULL || sscanf(line, "profile %u %u %u %llu %u %63s", &id, &pr.compute, &pr.memory_slices,
-						&pr.memory_mib, &pr.sms, starts) != 6 || id >= MAX_PROFILES) {
-				ret = bad_line(path, n, "want: profile ID COMPUTE-SLICES MEMORY-SLICES MEMORY-MIB SMS START,START,... after a gpu line");
+			int got = g == NULL ? 0
+					    : sscanf(line, "profile %u %u %u %llu %u %63s %u %u %u %u %u", &id, &pr.compute,
+						     &pr.memory_slices, &pr.memory_mib, &pr.sms, starts, &pr.engines.copy,
+						     &pr.engines.decoder, &pr.engines.encoder, &pr.engines.jpeg,
+						     &pr.engines.ofa);
+			if ((got != 6 && got != 11) || id >= MAX_PROFILES) {
+				ret = bad_line(path, n, "want: profile ID COMPUTE-SLICES MEMORY-SLICES MEMORY-MIB SMS START,START,... [CE DEC ENC JPEG OFA] after a gpu line");
 				break;
 			}
 			for (char *t = strtok(starts, ","); t; t = strtok(NULL, ","))
@@ -807,6 +827,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, struct attri
 	attr->memory_size_mb = device->memory_mib;
 	if (device->is_mig) {
 		attr->multiprocessor_count = device->sms;
+		attr->shared_copy_engine_count = device->engines.copy;
+		attr->shared_decoder_count = device->engines.decoder;
+		attr->shared_encoder_count = device->engines.encoder;
+		attr->shared_jpeg_count = device->engines.jpeg;
+		attr->shared_ofa_count = device->engines.ofa;
 		attr->gpu_instance_slice_count = device->gi_slices;
 		attr->compute_instance_slice_count = device->ci_slices;
 	}
@@ -1035,6 +1060,11 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
 	info->slice_count = pr->compute;
 	info->instance_count = __builtin_popcount(pr->starts);
 	info->multiprocessor_count = pr->sms;
+	info->copy_engine_count = pr->engines.copy;
+	info->decoder_count = pr->engines.decoder;
+	info->encoder_count = pr->engines.encoder;
+	info->jpeg_count = pr->engines.jpeg;
+	info->ofa_count = pr->engines.ofa;
 	info->memory_size_mb = pr->memory_mib;
 	return NVML_SUCCESS;
 }
@@ -1148,6 +1178,12 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance
 	info->slice_count = ci_slices[profile];
 	info->instance_count = pr->compute / ci_slices[profile];
 	info->multiprocessor_count = pr->sms * ci_slices[profile] / pr->compute;
+	/* Its compute instances share the GPU instance's engines. */
+	info->shared_copy_engine_count = pr->engines.copy;
+	info->shared_decoder_count = pr->engines.decoder;
+	info->shared_encoder_count = pr->engines.encoder;
+	info->shared_jpeg_count = pr->engines.jpeg;
+	info->shared_ofa_count = pr->engines.ofa;
 	return NVML_SUCCESS;
 }
 
@@ -1181,7 +1217,7 @@ EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, u
 			h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
 		struct device m = {.present = 1, .is_mig = 1, .parent = g, .gi = gi->id, .ci = 0,
 				   .gi_slices = pr->compute, .ci_slices = pr->compute, .memory_mib = pr->memory_mib,
-				   .sms = pr->sms};
+				   .sms = pr->sms, .engines = pr->engines};
 		snprintf(m.uuid, sizeof m.uuid, "MIG-%08llx-%04llx-%04llx-%04x-%012llx", h >> 32, (h >> 16) & 0xffff,
 			 h & 0xffff, gi->id, (h * 31) & 0xffffffffffffULL);
 		g->mig[free_slot] = m;
