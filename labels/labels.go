@@ -60,6 +60,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 			l["gpu.multiprocessors"] = strconv.Itoa(m.SMCount)
 			l["gpu.slices.gi"] = strconv.Itoa(gi)
 			l["gpu.slices.ci"] = strconv.Itoa(ci)
+			engineLabels(l, "gpu.", m.Engines)
 		}
 	case config.MIGMixed:
 		mixedLabels(l, migs, set.Shared, k)
@@ -159,7 +160,18 @@ func mixedLabels(l Labels, migs []inventory.Device, shared []*offer.Share, k con
 		l[p+"multiprocessors"] = strconv.Itoa(d.MIG.SMCount)
 		l[p+"slices.gi"] = strconv.Itoa(gi)
 		l[p+"slices.ci"] = strconv.Itoa(ci)
+		engineLabels(l, p, d.MIG.Engines)
 	}
+}
+
+// engineLabels adds a MIG device's engines under prefix, as GPU feature
+// discovery names them: engines.copy, .decoder, .encoder, .jpeg, .ofa.
+func engineLabels(l Labels, prefix string, e inventory.Engines) {
+	l[prefix+"engines.copy"] = strconv.Itoa(e.Copy)
+	l[prefix+"engines.decoder"] = strconv.Itoa(e.Decoder)
+	l[prefix+"engines.encoder"] = strconv.Itoa(e.Encoder)
+	l[prefix+"engines.jpeg"] = strconv.Itoa(e.JPEG)
+	l[prefix+"engines.ofa"] = strconv.Itoa(e.OFA)
 }
 
 // profileShare returns the first shared MIG device of a profile, nil when

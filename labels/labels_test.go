@@ -117,28 +117,34 @@ func checkValid(t *testing.T, l Labels) {
 // TestMIGProfileAttribute: a MIG profile with an attribute (1g.10gb+me)
 // is advertised as nvidia.com/mig-1g.10gb.me, as NVIDIA's plugin does;
 // its labels are named as GPU feature discovery names them, after that
-// resource, and hold no '+', which no label key or value may.
+// resource, and hold no '+', which no label key or value may. Its engines
+// are the MIG device's, as NVML reports them: a +me instance has the
+// GPU's optical flow accelerator.
 func TestMIGProfileAttribute(t *testing.T) {
 	for _, tc := range []struct {
 		strategy string
 		want     map[string]string
 	}{
 		{"mixed", map[string]string{
-			"nvidia.com/mig-1g.10gb.me.count":   "1",
-			"nvidia.com/mig-1g.10gb.me.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+			"nvidia.com/mig-1g.10gb.me.count":       "1",
+			"nvidia.com/mig-1g.10gb.me.product":     "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+			"nvidia.com/mig-1g.10gb.me.engines.ofa": "1",
+			"nvidia.com/mig-1g.10gb.engines.ofa":    "0",
 		}},
 		{"single", map[string]string{
-			"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+			"nvidia.com/gpu.product":     "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me",
+			"nvidia.com/gpu.engines.ofa": "1",
 		}},
 	} {
 		t.Run(tc.strategy, func(t *testing.T) {
 			h := fakehost.Host(t, "h100")
+			me := inventory.Engines{Copy: 1, Decoder: 1, JPEG: 1, OFA: 1}
 			if tc.strategy == "single" {
 				for i := range h.GPUs[0].MIG {
-					h.GPUs[0].MIG[i].Profile = "1g.10gb+me"
+					h.GPUs[0].MIG[i].Profile, h.GPUs[0].MIG[i].Engines = "1g.10gb+me", me
 				}
 			} else {
-				h.GPUs[0].MIG[0].Profile = "1g.10gb+me"
+				h.GPUs[0].MIG[0].Profile, h.GPUs[0].MIG[0].Engines = "1g.10gb+me", me
 			}
 			l := labelsOf(t, h, "[kubernetes]\nmig-strategy = \""+tc.strategy+"\"\n")
 			checkValid(t, l)
@@ -225,7 +231,7 @@ func TestSingleInvalid(t *testing.T) {
 					t.Errorf("%s=%q, want %q", k, got, v)
 				}
 			}
-			for _, k := range []string{"gpu.multiprocessors", "gpu.slices.gi", "gpu.slices.ci"} {
+			for _, k := range []string{"gpu.multiprocessors", "gpu.slices.gi", "gpu.slices.ci", "gpu.engines.copy", "gpu.engines.ofa"} {
 				if v, ok := l[Prefix+k]; ok {
 					t.Errorf("%s=%s, want no such label", k, v)
 				}
