@@ -19,6 +19,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/internal/ldcache"
+	"github.com/gpuctk/gpuctk/internal/pcibus"
 )
 
 // Root is a folder that host paths are looked up under.
@@ -288,13 +289,15 @@ func (h *hostNodes) node(p string) (*specs.DeviceNode, error) {
 	return n, nil
 }
 
-// drm lists the DRM nodes the kernel made for the GPU at busID, from
-// /sys/bus/pci/devices/<bus id>/drm under the dev root.
+// drm lists the DRM nodes the kernel made for the GPU at busID (NVML's
+// form), from /sys/bus/pci/devices/<the kernel's bus id>/drm under the dev
+// root; none for a GPU whose bus id is unknown or no PCI bus id.
 func (h *hostNodes) drm(_ int, busID string) ([]string, error) {
-	if busID == "" {
+	bus, ok := pcibus.Sysfs(busID)
+	if !ok {
 		return nil, nil
 	}
-	dir := h.root.Join("/sys/bus/pci/devices/" + sysfsBusID(busID) + "/drm")
+	dir := h.root.Join("/sys/bus/pci/devices/" + bus + "/drm")
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -8,6 +8,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/capability"
+	"github.com/gpuctk/gpuctk/internal/pcibus"
 )
 
 // Files is what a container needs from the driver, beyond the nodes of the
@@ -232,6 +233,7 @@ func (f *Files) DRI(gpuMinor int, busID string) ([]*specs.DeviceNode, []string, 
 	}
 	var nodes []*specs.DeviceNode
 	var links []string
+	bus, hasBus := pcibus.Sysfs(busID)
 	for _, name := range names {
 		n, err := f.nodes.node("/dev/dri/" + name)
 		if err != nil {
@@ -242,20 +244,10 @@ func (f *Files) DRI(gpuMinor int, busID string) ([]*specs.DeviceNode, []string, 
 		if strings.HasPrefix(name, "renderD") {
 			kind = "render"
 		}
-		if busID == "" {
+		if !hasBus {
 			continue // no PCI address known: udev would make no by-path link either
 		}
-		links = append(links, fmt.Sprintf("../%s::/dev/dri/by-path/pci-%s-%s", name, sysfsBusID(busID), kind))
+		links = append(links, fmt.Sprintf("../%s::/dev/dri/by-path/pci-%s-%s", name, bus, kind))
 	}
 	return nodes, links, nil
-}
-
-// sysfsBusID turns NVML's bus id (00000000:07:00.0) into the kernel's
-// (0000:07:00.0): a 4-digit domain, lower case.
-func sysfsBusID(id string) string {
-	id = strings.ToLower(id)
-	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
-		id = dom[len(dom)-4:] + ":" + rest
-	}
-	return id
 }

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -259,5 +260,66 @@ func TestDataFileLinks(t *testing.T) {
 	}
 	if h, ok := got[opencl]; ok {
 		t.Errorf("%s, a link leading nowhere, mounted from %s", opencl, h)
+	}
+}
+
+// TestDRIPCIDomains finds each GPU's DRM nodes through sysfs by the bus id
+// the kernel gives it, the domain printed with %04x: a GPU on domain
+// 0x10000 (VMD, or hosts with many root complexes) is 10000:01:00.0 there,
+// not 0000:01:00.0, which is another GPU's.
+func TestDRIPCIDomains(t *testing.T) {
+	root, p := fakeRoot(t, "l40s")
+	gpus := []struct {
+		nvml, sysfs string
+	}{
+		{"00000000:01:00.0", "0000:01:00.0"},
+		{"00010000:01:00.0", "10000:01:00.0"},
+		{"00000001:01:00.0", "0001:01:00.0"},
+		{"0001A3F0:E1:00.0", "1a3f0:e1:00.0"},
+	}
+	for minor, g := range gpus {
+		for _, name := range []string{fmt.Sprintf("card%d", minor+1), fmt.Sprintf("renderD%d", 128+minor)} {
+			if err := os.MkdirAll(filepath.Join(root, "sys/bus/pci/devices", g.sysfs, "drm", name), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			n := filepath.Join(root, "dev/dri", name)
+			os.MkdirAll(filepath.Dir(n), 0o755)
+			dev := minor + 1
+			if strings.HasPrefix(name, "renderD") {
+				dev = 128 + minor
+			}
+			if err := unix.Mknod(n, unix.S_IFCHR|0o666, int(unix.Mkdev(226, uint32(dev)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for minor, g := range gpus {
+		nodes, links, err := f.DRI(minor, g.nvml)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range nodes {
+			got = append(got, fmt.Sprintf("%s %d:%d", n.Path, n.Major, n.Minor))
+		}
+		sort.Strings(got)
+		want := []string{fmt.Sprintf("/dev/dri/card%d 226:%d", minor+1, minor+1), fmt.Sprintf("/dev/dri/renderD%d 226:%d", 128+minor, 128+minor)}
+		wantLinks := []string{
+			fmt.Sprintf("../card%d::/dev/dri/by-path/pci-%s-card", minor+1, g.sysfs),
+			fmt.Sprintf("../renderD%d::/dev/dri/by-path/pci-%s-render", 128+minor, g.sysfs),
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(links, wantLinks) {
+			t.Errorf("GPU %s: nodes %q, links %q\nwant %q, %q", g.nvml, got, links, want, wantLinks)
+		}
+	}
+	// No PCI bus id, or a path in its place: no sysfs lookup, no nodes.
+	for _, id := range []string{"", "../../../../dev/dri", "00000000:01:00.0/.."} {
+		if nodes, links, err := f.DRI(0, id); err != nil || len(nodes) > 0 || len(links) > 0 {
+			t.Errorf("DRI(%q) = %v, %q, %v; want nothing", id, nodes, links, err)
+		}
 	}
 }

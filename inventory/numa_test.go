@@ -8,16 +8,19 @@ import (
 )
 
 // TestReadNUMA: each GPU's NUMA node from sysfs under the dev root, by its
-// PCI bus ID in sysfs's form; -1 (no affinity), a missing file or junk
-// leave none, and a node the inventory already has (a profile's, NVML's)
-// is kept.
+// PCI bus ID in sysfs's form (a domain of 0x10000 or more keeps its
+// digits: 10000:01:00.0 is not 0000:01:00.0); -1 (no affinity), a missing
+// file or junk leave none, and a node the inventory already has (a
+// profile's, NVML's) is kept.
 func TestReadNUMA(t *testing.T) {
 	devRoot := t.TempDir()
 	for bus, node := range map[string]string{
-		"0000:01:00.0": "1\n",
-		"0000:41:00.0": "-1\n",
-		"0000:81:00.0": "junk\n",
-		"0000:c1:00.0": "0\n",
+		"0000:01:00.0":  "1\n",
+		"0000:41:00.0":  "-1\n",
+		"0000:81:00.0":  "junk\n",
+		"0000:c1:00.0":  "0\n",
+		"10000:01:00.0": "2\n",
+		"0001:01:00.0":  "3\n",
 	} {
 		dir := filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -36,9 +39,12 @@ func TestReadNUMA(t *testing.T) {
 		{Index: 4, PCIBusID: "00000000:E1:00.0"},
 		{Index: 5, PCIBusID: "00000000:01:00.0", NUMANode: &three},
 		{Index: 6, PCIBusID: "../../../../etc"},
+		{Index: 7, PCIBusID: "00010000:01:00.0"},
+		{Index: 8, PCIBusID: "00000001:01:00.0"},
+		{Index: 9, PCIBusID: ""},
 	}}
 	h.ReadNUMA(devRoot)
-	want := []string{"1", "none", "none", "0", "none", "3", "none"}
+	want := []string{"1", "none", "none", "0", "none", "3", "none", "2", "3", "none"}
 	for i, g := range h.GPUs {
 		got := "none"
 		if g.NUMANode != nil {

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuctk/gpuctk/internal/pcibus"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -153,13 +154,13 @@ var Driver580 = []installed{
 func DRMCard(m int) string   { return fmt.Sprintf("card%d", m+1) }
 func DRMRender(m int) string { return fmt.Sprintf("renderD%d", 128+m) }
 
-// SysfsBusID is a GPU's PCI bus id as /sys names it (0000:07:00.0).
+// SysfsBusID is a GPU's PCI bus id as /sys names it (0000:07:00.0,
+// 10000:01:00.0 for NVML's 00010000:01:00.0); NVML's id when it is none.
 func SysfsBusID(nvml string) string {
-	id := strings.ToLower(nvml)
-	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) > 4 {
-		id = dom[len(dom)-4:] + ":" + rest
+	if id, ok := pcibus.Sysfs(nvml); ok {
+		return id
 	}
-	return id
+	return nvml
 }
 
 // BuildFull fills root with a full 580 driver install for a profile: what
