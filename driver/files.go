@@ -87,7 +87,8 @@ type library struct {
 	cap    capability.Capability
 	base   string
 	soname string
-	// devLink adds base.so -> SONAME, which some applications dlopen.
+	// devLink adds base.so -> SONAME (the file itself when the SONAME is
+	// its own name), which some applications dlopen.
 	devLink  bool
 	required bool
 	// dir is the sub-folder of a library folder it lives in (vdpau).
@@ -95,6 +96,10 @@ type library struct {
 	// suffix is the file's version suffix when it is not the driver's
 	// (the EGL platform libraries have their own: .so.1.1.19); a glob.
 	suffix string
+	// lastBranch is the last driver branch that ships it, 0 while the
+	// driver still does: Standard leaves it out of later versions'
+	// installs (discovery finds whatever the install has).
+	lastBranch int
 }
 
 // libraries are the driver's libraries by capability, as the driver's
@@ -130,6 +135,10 @@ var libraries = []library{
 	{cap: capability.Graphics, base: "libnvoptix", soname: "libnvoptix.so.1"},
 	{cap: capability.Graphics, base: "libnvidia-fbc", soname: "libnvidia-fbc.so.1", devLink: true},
 	{cap: capability.Graphics, base: "libnvidia-vksc-core", soname: "libnvidia-vksc-core.so.1"},
+	// Vulkan's producer library (Vulkan on Wayland), shipped by drivers
+	// up to 545 (from 495 at least): the GL and EGL cores dlopen it by its
+	// unversioned name, the link the installer ships beside it.
+	{cap: capability.Graphics, base: "libnvidia-vulkan-producer", devLink: true, lastBranch: 545},
 	// Vulkan's presentation helpers (Wayland WSI), which the Vulkan driver
 	// loads by file name.
 	{cap: capability.Graphics, base: "libnvidia-present"},
@@ -198,10 +207,10 @@ func (f *Files) addLibrary(l library, hostPath, containerPath, soname string) {
 	f.Libraries = append(f.Libraries, path.Join(dir, soname))
 	if soname != file {
 		f.Links = append(f.Links, file+"::"+path.Join(dir, soname))
-		if l.devLink {
-			f.Links = append(f.Links, soname+"::"+path.Join(dir, l.base+".so"))
-			f.Libraries = append(f.Libraries, path.Join(dir, l.base+".so"))
-		}
+	}
+	if dev := l.base + ".so"; l.devLink && dev != soname {
+		f.Links = append(f.Links, soname+"::"+path.Join(dir, dev))
+		f.Libraries = append(f.Libraries, path.Join(dir, dev))
 	}
 	for _, d := range f.LibDirs {
 		if d == dir {

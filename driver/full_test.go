@@ -323,3 +323,80 @@ func TestDRIPCIDomains(t *testing.T) {
 		}
 	}
 }
+
+// TestVulkanProducer: drivers up to 545 ship libnvidia-vulkan-producer,
+// which their GL and EGL cores dlopen by its unversioned name. A 535
+// install's is a graphics file, mounted with capability-graphics, with
+// the .so link the installer ships and a linker cache entry for that
+// name; a 580 install has none, and Standard lists it only up to 545.
+func TestVulkanProducer(t *testing.T) {
+	const v = "535.247.01"
+	lib := "/usr/lib/x86_64-linux-gnu/"
+	fakehost.RequireRoot(t, "a fake driver root has real device nodes (mknod)")
+	p, err := inventory.LoadProfile("p100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DriverVersion != v {
+		t.Fatalf("profile p100 has driver %s, the test wants %s", p.DriverVersion, v)
+	}
+	root := t.TempDir()
+	if err := fakehost.Build(root, p); err != nil {
+		t.Fatal(err)
+	}
+	// As the .run installer puts it: the file, its SONAME being its own
+	// name, and the unversioned link beside it.
+	obj, err := fakehost.SharedObject("libnvidia-vulkan-producer.so." + v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, lib, "libnvidia-vulkan-producer.so."+v), string(data))
+	if err := os.Symlink("libnvidia-vulkan-producer.so."+v, filepath.Join(root, lib, "libnvidia-vulkan-producer.so")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "ldconfig", "-r", root)
+
+	f, err := Discover(root, root, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	std := Standard(v, p.UVMMajor, p.CapsMajor)
+	file := lib + "libnvidia-vulkan-producer.so." + v
+	link := "libnvidia-vulkan-producer.so." + v + "::" + lib + "libnvidia-vulkan-producer.so"
+	for name, f := range map[string]*Files{"discovered": f, "standard": std} {
+		var graphics []string
+		for _, m := range f.CapabilityMounts[capability.Graphics] {
+			graphics = append(graphics, m.ContainerPath)
+		}
+		if !contains(graphics, file) {
+			t.Errorf("%s: graphics mounts %q lack %s", name, graphics, file)
+		}
+		for _, m := range f.Mounts {
+			if m.ContainerPath == file {
+				t.Errorf("%s: %s in the common edits, want it with capability-graphics alone", name, file)
+			}
+		}
+		if !contains(f.Links, link) {
+			t.Errorf("%s: no link %s", name, link)
+		}
+		for _, l := range []string{file, lib + "libnvidia-vulkan-producer.so"} {
+			if !contains(f.Libraries, l) {
+				t.Errorf("%s: %s not in the linker cache's libraries", name, l)
+			}
+		}
+	}
+
+	// Drivers from 550 on have none: Standard lists none, and a full 580
+	// install (TestDiscoverFull lists its graphics files) has none to find.
+	for _, version := range []string{"550.54.14", "580.65.06"} {
+		for _, l := range Standard(version, 510, 511).Links {
+			if strings.Contains(l, "vulkan-producer") {
+				t.Errorf("Standard(%s) links %s", version, l)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package driver
 import (
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"tags.cncf.io/container-device-interface/specs-go"
@@ -40,6 +41,9 @@ func Standard(version string, uvmMajor, capsMajor int) *Files {
 		f.ControlNodes = append(f.ControlNodes, n)
 	}
 	for _, l := range libraries {
+		if l.lastBranch > 0 && branch(version) > l.lastBranch {
+			continue
+		}
 		suffix := version
 		if l.suffix != "" {
 			suffix = standardEGLPlatformVersion
@@ -115,6 +119,17 @@ func (s standardNodes) capMinor(gpuMinor, gi, ci int) (int, error) {
 // then per GPU 15 GPU instances of 9 minors (the GI, then 8 CIs).
 func standardCapMinor(gpuMinor, gi, ci int) int {
 	return firstMIGMinor + gpuMinor*capsPerGPU + gi*capsPerGI + ci + 1
+}
+
+// branch returns the driver branch of a version, its first number (580
+// for 580.65.06); 0 when it has none.
+func branch(version string) int {
+	major, _, _ := strings.Cut(version, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // scan reports whether s is exactly format filled with one integer.
