@@ -282,9 +282,9 @@ func flockHolder(f *os.File) int {
 	// 1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF
 	want := fmt.Sprintf("%02x:%02x:%d", unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 	for line := range strings.SplitSeq(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == want {
-			if pid, err := strconv.Atoi(f[4]); err == nil {
+		fields := strings.Fields(line)
+		if len(fields) >= 6 && fields[1] == "FLOCK" && fields[5] == want {
+			if pid, err := strconv.Atoi(fields[4]); err == nil {
 				return pid
 			}
 		}
