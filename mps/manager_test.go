@@ -735,3 +735,43 @@ func TestLockBounded(t *testing.T) {
 		t.Errorf("start once the lock is let go: %v", err)
 	}
 }
+
+// TestLockWaitInterrupted: found in review. The wait for another's lock
+// did not look at the context: `gpuctk mps run` given SIGTERM or SIGINT
+// while another start or stop held the lock went on waiting for the
+// whole of lockWait (five minutes by default), and its stop after that
+// as long again, past any pod's grace period.
+func TestLockWaitInterrupted(t *testing.T) {
+	// A lockWait of 6s: long enough to tell an interrupted wait from one
+	// that ran out.
+	m, state := newManager(t, driverRootWith(t, ""), WithTimeout(200*time.Millisecond))
+	devs := dgxDevices(t, state, config.Sharing{Devices: []string{"0"}, Strategy: config.MPS, Replicas: 2})
+	holder, err := os.OpenFile(filepath.Join(state, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []struct {
+		name string
+		do   func(ctx context.Context) error
+	}{
+		{"start", func(ctx context.Context) error { _, err := m.Start(ctx, devs); return err }},
+		{"stop", func(ctx context.Context) error { _, err := m.Stop(ctx, nil); return err }},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(100*time.Millisecond, cancel)
+		start := time.Now()
+		err := op.do(ctx)
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s went on waiting %v for the lock after its context ended", op.name, d)
+		}
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "interrupted while waiting for "+filepath.Join(state, ".lock")) {
+			t.Errorf("%s interrupted while waiting for the lock: %v", op.name, err)
+		}
+		cancel()
+	}
+	holder.Close()
+}
