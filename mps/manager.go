@@ -112,7 +112,7 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := m.lock()
+	unlock, err := m.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 // to stop does not keep the others from stopping; the error has one line
 // per device that failed.
 func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, error) {
-	unlock, err := m.lock()
+	unlock, err := m.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +232,9 @@ func (m *Manager) withStarted(devs []*offer.Share) ([]Status, []error, error) {
 func (m *Manager) lockWait() time.Duration { return 30 * m.timeout }
 
 // lock takes the state root's lock, which one start or stop at a time
-// holds, waiting at most lockWait for another.
-func (m *Manager) lock() (func(), error) {
+// holds, waiting at most lockWait for another, and no longer than ctx
+// lasts (`gpuctk mps run` given SIGTERM while it waits).
+func (m *Manager) lock(ctx context.Context) (func(), error) {
 	if err := os.MkdirAll(m.stateRoot, 0o755); err != nil {
 		return nil, fmt.Errorf("MPS state: %w", err)
 	}
@@ -242,17 +243,13 @@ func (m *Manager) lock() (func(), error) {
 		return nil, fmt.Errorf("MPS state: %w", err)
 	}
 	wait := m.lockWait()
-	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+	for start := time.Now(); ; {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
 			return func() { f.Close() }, nil
 		}
 		if err == syscall.EWOULDBLOCK && time.Since(start) > wait {
-			holder := "another process"
-			if pid := flockHolder(f); pid > 0 {
-				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-				holder = fmt.Sprintf("pid %d (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(comm), "\x00", " ")), " "))
-			}
+			holder := lockHolder(f)
 			f.Close()
 			return nil, fmt.Errorf("MPS state: %s has held %s for over %v (another `gpuctk mps start`, `stop` or `run` at work, or hung): let it finish or stop it, then try again",
 				holder, f.Name(), wait)
@@ -261,7 +258,26 @@ func (m *Manager) lock() (func(), error) {
 			f.Close()
 			return nil, fmt.Errorf("MPS state: lock %s: %w", f.Name(), err)
 		}
+		select {
+		case <-ctx.Done():
+			holder := lockHolder(f)
+			f.Close()
+			return nil, fmt.Errorf("MPS state: interrupted while waiting for %s, which %s holds: %w", f.Name(), holder, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
+}
+
+// lockHolder names the process holding the flock on f's file, with its
+// command line, as /proc/locks gives it; "another process" when it
+// cannot tell.
+func lockHolder(f *os.File) string {
+	pid := flockHolder(f)
+	if pid <= 0 {
+		return "another process"
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return fmt.Sprintf("pid %d (%s)", pid, strings.Join(strings.Fields(strings.ReplaceAll(string(comm), "\x00", " ")), " "))
 }
 
 // flockHolder returns the pid /proc/locks gives for the flock held on f's
