@@ -245,15 +245,22 @@ func TestSingleInvalid(t *testing.T) {
 // GPUs; MIG devices under single), also when an entry's resource
 // advertises them under another name, as GPU feature discovery labels a
 // renamed nvidia.com/gpu. MIG devices shared under mixed leave them alone:
-// their profiles' labels say so.
+// their profiles' labels say so. Under mixed on a node whose GPUs are all
+// in MIG mode, no nvidia.com/gpu is advertised: 0 replicas, as GPU feature
+// discovery labels a GPU in MIG mode.
 func TestGPUReplicas(t *testing.T) {
 	for _, tc := range []struct {
 		name, profile, toml             string
 		replicas, strategy, productTail string
 	}{
+		// Every GPU in MIG mode: nvidia.com/gpu is not advertised at all,
+		// and GPU feature discovery says 0 replicas.
 		{"mixed, MIG devices shared", "h100",
 			"[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"mig\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n",
-			"1", "none", "HBM3"},
+			"0", "none", "HBM3"},
+		{"mixed, every GPU in MIG mode", "dgx-h100-mig", "[kubernetes]\nmig-strategy = \"mixed\"\n", "0", "none", "HBM3"},
+		// Under none a GPU in MIG mode goes out whole, as nvidia.com/gpu.
+		{"none, a GPU in MIG mode", "h100", "", "1", "none", "HBM3"},
 		{"mixed, a whole GPU and MIG devices shared", "dgx-a100",
 			"[kubernetes]\nmig-strategy = \"mixed\"\n[[sharing]]\ndevices = [\"1g.5gb\"]\nstrategy = \"mps\"\nreplicas = 2\n[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 3\nresource = \"nvidia.com/gpu-ts\"\n",
 			"3", "time-slicing", "40GB"},
