@@ -81,6 +81,10 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 		if asGPU(s, k) && !k.RenameShared {
 			productParts = append(productParts, "SHARED")
 		}
+	} else if k.MIGStrategy == config.MIGMixed && !slices.ContainsFunc(h.GPUs, func(g inventory.GPU) bool { return !g.MIGEnabled }) {
+		// No nvidia.com/gpu at all: GPU feature discovery gives a GPU in
+		// MIG mode 0 replicas.
+		l["gpu.replicas"] = "0"
 	}
 	l["gpu.product"] = product(g.Name, productParts...)
 	if invalid != nil {
