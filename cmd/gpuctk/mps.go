@@ -250,6 +250,13 @@ func mpsStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return downError(sts)
+}
+
+// downError is status's exit status 3 (as an init script's status: not
+// running) when a daemon the configuration asks for does not answer, with
+// what to do; nil when every one answers.
+func downError(sts []mps.Status) error {
 	down, configured := 0, 0
 	for _, s := range sts {
 		if s.Configured {
@@ -260,7 +267,6 @@ func mpsStatus(c *cli.Context) error {
 		}
 	}
 	if down > 0 {
-		// As an init script's status: 3, not running.
 		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s not running: start %s with `gpuctk mps start`",
 			down, configured, map[bool]string{true: "is", false: "are"}[down == 1], map[bool]string{true: "it", false: "them"}[down == 1])}
 	}

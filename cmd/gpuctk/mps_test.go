@@ -1,0 +1,50 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/offer"
+)
+
+// TestDownError: `gpuctk mps status` exits 3 when a daemon the
+// configuration asks for does not answer, and says what to do. Found in
+// review: for a daemon that runs but does not answer it said "start it
+// with `gpuctk mps start`", which refuses such a device ("does not
+// answer ...: run `gpuctk mps stop`, then start again").
+func TestDownError(t *testing.T) {
+	dev := &offer.Share{}
+	for _, tc := range []struct {
+		name string
+		sts  []mps.Status
+		want string // "" for no error
+	}{
+		{"all answering", []mps.Status{{Device: dev, Configured: true, Answering: true}}, ""},
+		{"not configured", []mps.Status{{Device: dev}}, ""},
+		{"one not running", []mps.Status{{Device: dev, Configured: true, Answering: true}, {Device: dev, Configured: true}},
+			"1 of the 2 MPS daemons the configuration asks for is not running: start it with `gpuctk mps start`"},
+		{"two not running", []mps.Status{{Device: dev, Configured: true}, {Device: dev, Configured: true}},
+			"2 of the 2 MPS daemons the configuration asks for are not running: start them with `gpuctk mps start`"},
+		{"one not answering", []mps.Status{{Device: dev, Configured: true, PID: 1234}},
+			"1 of the 1 MPS daemons the configuration asks for does not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+		{"two not answering", []mps.Status{{Device: dev, Configured: true, PID: 1234}, {Device: dev, Configured: true, PID: 1235}},
+			"2 of the 2 MPS daemons the configuration asks for do not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+		{"one not running, one not answering", []mps.Status{{Device: dev, Configured: true}, {Device: dev, Configured: true, PID: 1234}},
+			"2 of the 2 MPS daemons the configuration asks for are not running or do not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := downError(tc.sts)
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("error %v, want none", err)
+				}
+				return
+			}
+			var x *exitError
+			if !errors.As(err, &x) || x.code != 3 || err.Error() != tc.want {
+				t.Errorf("error %v\nwant exit 3, %s", err, tc.want)
+			}
+		})
+	}
+}
