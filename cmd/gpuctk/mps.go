@@ -257,20 +257,31 @@ func mpsStatus(c *cli.Context) error {
 // running) when a daemon the configuration asks for does not answer, with
 // what to do; nil when every one answers.
 func downError(sts []mps.Status) error {
-	down, configured := 0, 0
+	down, hung, configured := 0, 0, 0
 	for _, s := range sts {
 		if s.Configured {
 			configured++
 			if !s.Answering {
 				down++
+				if s.PID > 0 {
+					hung++ // start refuses it until stop ends it
+				}
 			}
 		}
 	}
-	if down > 0 {
+	one := down == 1
+	switch {
+	case down == 0:
+		return nil
+	case hung == 0:
 		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s not running: start %s with `gpuctk mps start`",
-			down, configured, map[bool]string{true: "is", false: "are"}[down == 1], map[bool]string{true: "it", false: "them"}[down == 1])}
+			down, configured, map[bool]string{true: "is", false: "are"}[one], map[bool]string{true: "it", false: "them"}[one])}
+	case hung == down:
+		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s: run `gpuctk mps stop`, then `gpuctk mps start`",
+			down, configured, map[bool]string{true: "does not answer", false: "do not answer"}[one])}
 	}
-	return nil
+	return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for are not running or do not answer: run `gpuctk mps stop`, then `gpuctk mps start`",
+		down, configured)}
 }
 
 // printStatus prints the statuses as a table, or as JSON with --json.
