@@ -129,13 +129,13 @@ func singleInvalid(h *inventory.Host) *inventory.GPU {
 // invalidLabels marks a node the single strategy cannot describe, as GPU
 // feature discovery does: gpu.product is the name of its first GPU in MIG
 // mode followed by -MIG-INVALID, and it has no devices, replicas or memory
-// (gpu.count, gpu.replicas and gpu.memory 0, gpu.sharing-strategy empty),
+// (gpu.count, gpu.replicas and gpu.memory 0, gpu.sharing-strategy none),
 // so that no nodeSelector for a product or a size picks it.
 func invalidLabels(l Labels, g *inventory.GPU) {
 	l["gpu.product"] = product(g.Name, "MIG", "INVALID")
 	l["gpu.count"] = "0"
 	l["gpu.replicas"] = "0"
-	l["gpu.sharing-strategy"] = ""
+	l["gpu.sharing-strategy"] = "none"
 	l["gpu.memory"] = "0"
 }
 

@@ -200,7 +200,7 @@ func TestLongProductName(t *testing.T) {
 func TestSingleInvalid(t *testing.T) {
 	invalid := map[string]string{
 		"gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-INVALID", "gpu.count": "0", "gpu.replicas": "0",
-		"gpu.sharing-strategy": "", "gpu.memory": "0", "mig.strategy": "single",
+		"gpu.sharing-strategy": "none", "gpu.memory": "0", "mig.strategy": "single",
 	}
 	for _, tc := range []struct {
 		name    string
