@@ -47,9 +47,13 @@ func Resident(f *os.File, size int64) (in, all int, err error) {
 }
 
 // Warm reads the regular file at path through with read(2), after
-// dropping the pages of it that no process has mapped: those a program's
-// run brought in stay in small pieces otherwise, and a whole file in the
-// cache cannot tell how it came there. A file over 256 MiB is left alone.
+// writing it back and dropping the pages of it that no process has
+// mapped: those a program's run brought in stay in small pieces
+// otherwise, and a whole file in the cache cannot tell how it came there.
+// Pages not yet written back (a program just linked, which the linker
+// writes through a mapping, or installed by a package manager that does
+// not sync) cannot be dropped: they are written back first. A file over
+// 256 MiB is left alone.
 func Warm(path string) error {
 	// O_NONBLOCK: a FIFO at path must not hang the caller.
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
@@ -67,7 +71,7 @@ func Warm(path string) error {
 	if st.Size() > maxSize {
 		return nil
 	}
-	if err := drop(f); err != nil {
+	if err := evict(f); err != nil {
 		return err
 	}
 	// io.Discard reads it in 8 KiB read(2) calls.
@@ -86,8 +90,14 @@ func Drop(path string) error {
 		return err
 	}
 	defer f.Close()
+	return evict(f)
+}
+
+// evict writes f's dirty pages back, then drops its pages that no process
+// has mapped.
+func evict(f *os.File) error {
 	if err := f.Sync(); err != nil {
-		return err
+		return fmt.Errorf("write back %s: %w", f.Name(), err)
 	}
 	return drop(f)
 }

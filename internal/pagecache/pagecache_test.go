@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,4 +99,49 @@ func TestWarmBadFiles(t *testing.T) {
 	if in, _ := resident(t, big); in != 0 {
 		t.Errorf("Warm read %d pages of a file over its limit", in)
 	}
+}
+
+// TestEvictDirty: found measuring the hook. A program just built is in
+// the page cache as the linker wrote it, in pages still being written
+// back, which fadvise does not drop: Warm then read back what was there,
+// and every run of the program mapped the linker's small pieces (0.1 ms
+// more per hook run in the bench than after a read through; an rpm
+// upgrade, which does not sync what it installs, leaves the same). The
+// pages are written back before they are dropped. The program is linked
+// here by the Go toolchain, as `make build` links the hook.
+func TestEvictDirty(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"go.mod": "module program\n", "main.go": "package main\n\nfunc main() {}\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "program")
+	build := exec.Command("go", "build", "-o", path, ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f, err := os.Open(path) // read-only, as Warm opens it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := evict(f); err != nil {
+		t.Fatal(err)
+	}
+	if in, all := resident(t, path); in == all && filesystemKeepsPages(t, dir) {
+		t.Skipf("the file system of %s keeps a file's pages in memory (tmpfs?): nothing to drop", dir)
+	} else if in != 0 {
+		t.Errorf("%d of %d pages of a program just linked are still in the page cache after evict", in, all)
+	}
+}
+
+// filesystemKeepsPages reports whether dir is on tmpfs or ramfs.
+func filesystemKeepsPages(t *testing.T, dir string) bool {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC
 }
