@@ -99,7 +99,7 @@ var models = []Model{
 		ComputeSlices: 7, MemorySlices: 8,
 		Profiles: []Profile{
 			{"1g.10gb", profile1Slice, 1, 1, 9856, 16, []int{0, 1, 2, 3, 4, 5, 6}, engines(1, 1, 0, 1, 0)},
-			{"1g.20gb", profile1SliceRev2, 1, 2, 20096, 16, []int{0, 2, 4, 6}, engines(1, 1, 0, 1, 0)},
+			{"1g.20gb", profile1SliceRev2, 1, 2, 20096, 26, []int{0, 2, 4, 6}, engines(1, 1, 0, 1, 0)},
 			{"2g.20gb", profile2Slice, 2, 2, 20096, 32, []int{0, 2, 4}, engines(2, 2, 0, 2, 0)},
 			{"3g.40gb", profile3Slice, 3, 4, 40448, 60, []int{0, 4}, engines(3, 3, 0, 3, 0)},
 			{"4g.40gb", profile4Slice, 4, 4, 40448, 64, []int{0}, engines(4, 4, 0, 4, 0)},
