@@ -270,12 +270,13 @@ func migProfile(attr nvml.DeviceAttributes, parentMemory uint64) string {
 }
 
 // profileAttributes returns what the name of a MIG device's profile adds
-// for its GPU instance's profile: "+me" for a media-extension one
-// (1g.5gb+me, whose instance has the GPU's JPEG decoder and optical flow
-// engine), as nvidia-smi, NVIDIA's device plugin and mig-parted name it.
-// A MIG device's attributes are those of the plain profile, so only the
-// GPU instance tells them apart. NVML answers that to root alone: without
-// leave to ask, the name is the plain profile's.
+// for its GPU instance's profile, as nvidia-smi, NVIDIA's device plugin
+// and mig-parted name it: "+me" for a media-extension one (1g.5gb+me, whose
+// instance has the GPU's JPEG decoder and optical flow engine), and on
+// Blackwell "+me.all" (every media engine), "-me" (none) and "+gfx"
+// (graphics). A MIG device's attributes are those of the plain profile,
+// so only the GPU instance tells them apart. NVML answers that to root
+// alone: without leave to ask, the name is the plain profile's.
 func profileAttributes(gpu nvml.Device, gi int) (string, error) {
 	inst, ret := gpu.GetGpuInstanceById(gi)
 	if errors.Is(ret, nvml.ERROR_NO_PERMISSION) || errors.Is(ret, nvml.ERROR_NOT_SUPPORTED) {
@@ -291,19 +292,37 @@ func profileAttributes(gpu nvml.Device, gi int) (string, error) {
 	// The instance names its profile by the GPU's id for it (nvidia-smi
 	// mig -lgip's ID: on an A100 40GB, 19 for 1g.5gb and 20 for
 	// 1g.5gb+me), not by NVML's profile constant.
-	for _, p := range []int{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1} {
-		pi, ret := gpu.GetGpuInstanceProfileInfo(p)
+	for _, p := range profileSuffixes {
+		pi, ret := gpu.GetGpuInstanceProfileInfo(p.profile)
 		if unsupported(ret) {
 			continue
 		}
 		if ret != nvml.SUCCESS {
-			return "", field(fmt.Sprintf("GPU instance profile %d", p), ret)
+			return "", field(fmt.Sprintf("GPU instance profile %d", p.profile), ret)
 		}
 		if pi.Id == info.ProfileId {
-			return "+me", nil
+			return p.suffix, nil
 		}
 	}
 	return "", nil
+}
+
+// profileSuffixes are NVML's GPU instance profiles whose names add to the
+// plain profile's, with what they add.
+var profileSuffixes = []struct {
+	profile int
+	suffix  string
+}{
+	{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, "+me"},
+	{nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1, "+me"},
+	{nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, "+me.all"},
+	{nvml.GPU_INSTANCE_PROFILE_2_SLICE_ALL_ME, "+me.all"},
+	{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, "-me"},
+	{nvml.GPU_INSTANCE_PROFILE_2_SLICE_NO_ME, "-me"},
+	{nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, "+gfx"},
+	{nvml.GPU_INSTANCE_PROFILE_2_SLICE_GFX, "+gfx"},
+	{nvml.GPU_INSTANCE_PROFILE_3_SLICE_GFX, "+gfx"},
+	{nvml.GPU_INSTANCE_PROFILE_4_SLICE_GFX, "+gfx"},
 }
 
 // cString returns the NUL-terminated string at the start of b.

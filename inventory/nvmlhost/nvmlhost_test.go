@@ -214,6 +214,68 @@ func TestNVMLMIGMediaExtensions(t *testing.T) {
 	}
 }
 
+// TestNVMLMIGBlackwellSuffixes: on Blackwell, a GPU instance of NVML's
+// ALL_ME, NO_ME and GFX profiles is named with nvidia-smi's "+me.all",
+// "-me" and "+gfx" (RTX PRO 6000: 1g.24gb+me.all, 1g.24gb-me,
+// 1g.24gb+gfx), where gpuctk gave it the plain profile's name: its
+// devices, labels and resources then mixed with the plain profile's. The
+// mock is an A100's, whose GPU instance 0 (made as 1g.5gb+me) here claims
+// each of those profiles in turn, with the ids an RTX PRO 6000 gives them.
+func TestNVMLMIGBlackwellSuffixes(t *testing.T) {
+	for _, tc := range []struct {
+		profile int
+		id      uint32
+		want    string
+	}{
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_ALL_ME, 65, "1g.5gb+me.all"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_NO_ME, 67, "1g.5gb-me"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_GFX, 47, "1g.5gb+gfx"},
+		{nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, "1g.5gb+me"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			s := dgx(t, map[int][]migSpec{0: {
+				{0, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+				{1, nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE},
+			}})
+			dev := s.Devices[0].(*dgxa100.Device)
+			realProfileIDs(dev)
+			blackwell := map[int]bool{}
+			for _, p := range profileSuffixes {
+				if p.profile != nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1 && p.profile != nvml.GPU_INSTANCE_PROFILE_2_SLICE_REV1 {
+					blackwell[p.profile] = true
+				}
+			}
+			profileInfo := dev.GetGpuInstanceProfileInfoFunc
+			dev.GetGpuInstanceProfileInfoFunc = func(p int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+				switch {
+				case p == tc.profile && blackwell[p]:
+					return nvml.GpuInstanceProfileInfo{Id: tc.id}, nvml.SUCCESS
+				case blackwell[p]:
+					return nvml.GpuInstanceProfileInfo{}, nvml.ERROR_NOT_SUPPORTED
+				}
+				return profileInfo(p)
+			}
+			byID := dev.GetGpuInstanceByIdFunc
+			dev.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+				gi, ret := byID(id)
+				if ret != nvml.SUCCESS || id != 0 {
+					return gi, ret
+				}
+				info, ret := gi.GetInfo()
+				info.ProfileId = tc.id
+				return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) { return info, ret }}, nvml.SUCCESS
+			}
+			h, err := New(s).Host()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := []string{h.GPUs[0].MIG[0].Profile, h.GPUs[0].MIG[1].Profile}; got[0] != tc.want || got[1] != "1g.5gb" {
+				t.Errorf("MIG profiles of GPU 0 = %q, want %q and 1g.5gb", got, tc.want)
+			}
+		})
+	}
+}
+
 // realProfileIDs gives a mock A100 40GB's GPU instance profiles the ids
 // NVML gives them (nvidia-smi mig -lgip's ID column), where go-nvml's mock
 // uses NVML's profile constants: a GPU instance's info names its profile
