@@ -695,6 +695,15 @@ func TestBrokenRecord(t *testing.T) {
 	if !alive(res[1].PID) {
 		t.Error("the broken record's daemon was stopped: nothing says it is that device's")
 	}
+	// A record that decodes but names no device: reported the same, not
+	// a crash asking a missing GPU for its UUID.
+	if err := os.WriteFile(broken, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantEmpty := "MPS state " + broken + " cannot be read (it is not the record of device " + devs[1].UUID() + ")"
+	if _, err := m.Status(t.Context(), nil); err == nil || !strings.HasPrefix(err.Error(), wantEmpty) {
+		t.Errorf("status with a record of {}: %v\nwant it to start %s", err, wantEmpty)
+	}
 	// Mended, it is stopped as any other (newManager's cleanup checks).
 	if err := os.WriteFile(broken, good, 0o644); err != nil {
 		t.Fatal(err)

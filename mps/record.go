@@ -28,24 +28,22 @@ func (m *Manager) started() (devs []*offer.Share, broken []error, err error) {
 		return nil, nil, fmt.Errorf("MPS state: %w", err)
 	}
 	for _, e := range entries {
-		path := m.recordPath(e.Name())
-		data, err := readfile.Limited(path, maxRecordSize)
+		rec, err := m.readRecord(e.Name())
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
 		}
-		var d *offer.Share
-		if err == nil {
-			err = json.Unmarshal(data, &d)
-		}
-		if err == nil && (d == nil || d.UUID() != e.Name()) {
+		// A record without its GPU ({} or "device": null) names no
+		// device, and its UUID cannot even be asked.
+		if err == nil && (rec.GPU == nil || rec.UUID() != e.Name()) {
 			err = fmt.Errorf("it is not the record of device %s", e.Name())
 		}
 		if err != nil {
+			path := m.recordPath(e.Name())
 			broken = append(broken, fmt.Errorf("MPS state %s cannot be read (%w): its daemon, if one runs, is left alone and compute modes are not restored; "+
 				"stop that daemon by hand, remove %s, then run `gpuctk mps stop` again", path, err, filepath.Dir(path)))
 			continue
 		}
-		devs = append(devs, d)
+		devs = append(devs, &rec.Share)
 	}
 	slices.SortFunc(devs, func(a, b *offer.Share) int {
 		return cmp.Or(cmp.Compare(a.GPU.Index, b.GPU.Index), cmp.Compare(a.Ordinal, b.Ordinal))
@@ -86,9 +84,11 @@ func (m *Manager) writeRecord(r daemonRecord) error {
 	return nil
 }
 
+// readRecord reads the record of the device uuid, at most maxRecordSize
+// bytes of it.
 func (m *Manager) readRecord(uuid string) (daemonRecord, error) {
 	var r daemonRecord
-	data, err := os.ReadFile(m.recordPath(uuid))
+	data, err := readfile.Limited(m.recordPath(uuid), maxRecordSize)
 	if err != nil {
 		return r, err
 	}
