@@ -42,25 +42,37 @@ func WriteFileNoSync(path string, data []byte, mode os.FileMode) error {
 }
 
 func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix func() uint64, owner *Owner) error {
+	// A folder at path is left to the rename, which refuses it.
+	root, base, err := openTarget(path, fs.ModeDir)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer root.Close()
+	if err := writeIn(root, base, data, mode, sync, suffix, owner); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// openTarget opens the folder of path, the file to replace, and returns
+// it with path's name in it. A device, a FIFO or a socket at path is not a
+// file to replace (as root, --output /dev/null would otherwise put a
+// regular file in place of the device), nor anything else but a regular
+// file, a symlink (replaced, not followed) or a type in let.
+func openTarget(path string, let fs.FileMode) (*os.Root, string, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return nil, "", err
 	}
-	defer root.Close()
-	// A device, a FIFO or a socket at path is not a file to replace: as
-	// root, --output /dev/null would otherwise put a regular file in
-	// place of the device.
-	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|fs.ModeDir) == 0 {
-		return fmt.Errorf("write %s: it is %s, not a file: name a file to write", path, filekind.Name(fi.Mode()))
+	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|let) == 0 {
+		root.Close()
+		return nil, "", fmt.Errorf("it is %s, not a file: name a file to write", filekind.Name(fi.Mode()))
 	}
-	if err := writeIn(root, base, data, mode, sync, suffix, owner); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return root, base, nil
 }
 
 // randomSuffix names temporary files.
@@ -187,18 +199,12 @@ func WriteFiles(files []File) error {
 		return fmt.Errorf("write %s: %w (none of the %d files written)", path, err, len(files))
 	}
 	for _, f := range files {
-		dir, base := filepath.Split(f.Path)
-		if dir == "" {
-			dir = "."
-		}
-		root, err := os.OpenRoot(dir)
+		// A folder too is refused here, before anything is written.
+		root, base, err := openTarget(f.Path, 0)
 		if err != nil {
 			return fail(f.Path, err)
 		}
 		defer root.Close()
-		if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0 {
-			return fail(f.Path, fmt.Errorf("it is %s, not a file: name a file to write", filekind.Name(fi.Mode())))
-		}
 		p, err := prepareIn(root, base, f.Data, f.Mode, true, randomSuffix, nil)
 		if err != nil {
 			return fail(f.Path, err)
