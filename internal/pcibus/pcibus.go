@@ -4,6 +4,7 @@
 package pcibus
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -27,15 +28,7 @@ func Sysfs(id string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	return pad4(strconv.FormatUint(d, 16)) + ":" + rest, true
-}
-
-// pad4 is %04x's padding of a hex number.
-func pad4(h string) string {
-	if len(h) < 4 {
-		return strings.Repeat("0", 4-len(h)) + h
-	}
-	return h
+	return fmt.Sprintf("%04x", d) + ":" + rest, true
 }
 
 func isHex(s string) bool {
