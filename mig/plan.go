@@ -2,6 +2,7 @@ package mig
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,8 +41,17 @@ type GPUPlan struct {
 	Create  []Instance
 	// Have and Want describe the layout now and the one asked for.
 	Have, Want string
-	// model is the GPU's model, nil when MIG is to be disabled.
+	// Note says where the profiles came from when not from the GPU
+	// itself (its driver tells them only in MIG mode); empty otherwise.
+	Note string
+	// model is the GPU's model, nil when MIG is to be disabled or its
+	// profiles are not known before MIG mode is on.
 	model *Model
+	// replan: the instances are placed again from the device's own
+	// profiles once MIG mode is on; gpu and want are what that takes.
+	replan bool
+	gpu    *inventory.GPU
+	want   map[string]int
 }
 
 // Plan is the changes that turn a host's layout into a config's.
@@ -54,10 +64,27 @@ type Plan struct {
 // Empty reports whether the host already has the layout.
 func (p *Plan) Empty() bool { return len(p.GPUs) == 0 }
 
+// PlanOption changes how Compute plans.
+type PlanOption func(*planner)
+
+type planner struct {
+	profiles Profiles
+}
+
+// WithProfiles makes Compute take the GPUs' MIG profiles from p (NVML's
+// on a real host) instead of gpuctk's model data.
+func WithProfiles(p Profiles) PlanOption {
+	return func(pl *planner) { pl.profiles = p }
+}
+
 // Compute plans the changes that give host h the layout called name in
 // cfg. It refuses, naming the GPU and the profile, a layout that a GPU it
 // selects cannot have; nothing is planned for GPUs no entry selects.
-func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
+func Compute(h *inventory.Host, cfg *Config, name string, opts ...PlanOption) (*Plan, error) {
+	pl := planner{profiles: DataModels{}}
+	for _, o := range opts {
+		o(&pl)
+	}
 	entries, err := cfg.Layout(name)
 	if err != nil {
 		return nil, err
@@ -86,7 +113,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 		if entry == nil {
 			continue
 		}
-		gp, err := planGPU(g, entry)
+		gp, err := pl.planGPU(g, entry)
 		if err != nil {
 			return nil, fmt.Errorf("%s: GPU %d (%s): %w", where, g.Index, g.Name, err)
 		}
@@ -98,7 +125,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 }
 
 // planGPU returns the changes for one GPU, nil when there are none.
-func planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
+func (pl *planner) planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
 	have := describe(g.MIGEnabled, current(g))
 	want := describe(e.MIGEnabled, e.MIGDevices)
 	gp := &GPUPlan{Index: g.Index, UUID: g.UUID, Name: g.Name, Have: have, Want: want}
@@ -110,13 +137,22 @@ func planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
 		gp.SetMIG = new(false)
 		return gp, nil
 	}
-	m, ok := ModelOf(g)
-	if !ok {
-		var known []string
-		for _, m := range models {
-			known = append(known, m.Name+" ("+strings.Join(m.Products, ", ")+")")
+	m, err := pl.profiles.Model(g)
+	if errors.Is(err, ErrNeedsMIGMode) && !g.MIGEnabled {
+		// Plan from the model data where there is some, and place the
+		// instances again from the GPU's own profiles once MIG mode is
+		// on; without data, only the mode can be planned now.
+		gp.replan, gp.gpu, gp.want = true, g, e.MIGDevices
+		if data, ok := ModelOf(g); ok {
+			m = data
+			gp.Note = fmt.Sprintf("the driver reports MIG profiles only with MIG mode on: planned from gpuctk's %s model data; the instances are placed from the driver's profiles once MIG mode is on", data.Name)
+		} else {
+			gp.Note = "the driver reports MIG profiles only with MIG mode on and gpuctk has no model data for this GPU: MIG mode is enabled first, then the instances are planned from the driver's profiles"
+			gp.SetMIG = new(true)
+			return gp, nil
 		}
-		return nil, fmt.Errorf("gpuctk knows the MIG profiles of %s only", strings.Join(known, "; "))
+	} else if err != nil {
+		return nil, err
 	}
 	gp.model = m
 	create, err := Place(m, e.MIGDevices)
@@ -191,6 +227,9 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 		if n := want[name]; n > m.ComputeSlices {
 			return nil, fmt.Errorf("%d x %s needs more than the %d compute slices the %s has", n, name, m.ComputeSlices, m.Name)
 		}
+		if n := want[name]; p.Instances > 0 && n > p.Instances {
+			return nil, fmt.Errorf("%d x %s: the %s holds at most %d", n, name, m.Name, p.Instances)
+		}
 		for range want[name] {
 			todo = append(todo, p)
 		}
@@ -224,7 +263,7 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 				continue
 			}
 			fill(used[s:s+p.MemorySlices], true)
-			out[i] = Instance{Profile: p.Name, GI: GIID(p.MemorySlices, s), Start: s, Slices: p.MemorySlices}
+			out[i] = Instance{Profile: p.Name, GI: GIID(m.MemorySlices, p.MemorySlices, s), Start: s, Slices: p.MemorySlices}
 			if fit(i + 1) {
 				return true
 			}
@@ -267,6 +306,9 @@ func (p *Plan) Lines() []string {
 	for _, g := range p.GPUs {
 		at := fmt.Sprintf("GPU %d (%s, %s):", g.Index, g.Name, g.UUID)
 		out = append(out, fmt.Sprintf("%s %s -> %s", at, g.Have, g.Want))
+		if g.Note != "" {
+			out = append(out, "  note: "+g.Note)
+		}
 		for _, d := range g.Destroy {
 			out = append(out, fmt.Sprintf("  destroy GPU instance %d (%s) and its compute instances", d.GI, d.Profile))
 		}

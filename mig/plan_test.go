@@ -177,7 +177,7 @@ func TestPlace(t *testing.T) {
 		{"balanced", a100, map[string]int{"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}, "2:4 3:0 9:2 10:3", ""},
 		{"4g and 3g", a100, map[string]int{"4g.20gb": 1, "3g.20gb": 1}, "1:0 2:4", ""},
 		{"four 1g.10gb", a100, map[string]int{"1g.10gb": 4}, "3:0 4:2 5:4 6:6", ""},
-		{"unknown profile", a100, map[string]int{"1g.10gb": 1, "1g.20gb": 1}, "", "profile 1g.20gb is not one of the A100-40GB's: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"},
+		{"unknown profile", a100, map[string]int{"1g.10gb": 1, "1g.20gb": 1}, "", "profile 1g.20gb is not one of the A100-40GB's: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"},
 		{"compute slices", a100, map[string]int{"1g.5gb": 5, "2g.10gb": 2}, "", "MIG enabled: 5 x 1g.5gb, 2 x 2g.10gb needs 9 compute slices; the A100-40GB has 7"},
 		{"huge count", a100, map[string]int{"1g.5gb": 1 << 62, "2g.10gb": 1 << 62}, "", "4611686018427387904 x 1g.5gb needs more than the 7 compute slices the A100-40GB has"},
 		{"memory slices", a100, map[string]int{"3g.20gb": 2, "1g.5gb": 1}, "", "MIG enabled: 1 x 1g.5gb, 2 x 3g.20gb needs 9 memory slices; the A100-40GB has 8"},
@@ -232,8 +232,8 @@ mig-configs:
 		cfg             *Config
 		want            string
 	}{
-		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb": GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
-		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled": GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB`},
+		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb": GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
+		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled": GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE): it has data for A100-40GB, A100-80GB, A30-24GB`},
 		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many": GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
 		{"dgx-a100", "missing-gpu", custom, `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 8 GPUs`},
 		{"dgx-a100", "twice", custom, `GPU 1 (NVIDIA A100-SXM4-40GB) is selected by more than one entry`},

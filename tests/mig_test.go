@@ -148,7 +148,7 @@ func TestMIGBadInput(t *testing.T) {
 		{"no layout", "dgx-a100", func(*testing.T) []string { return nil }, "no layout chosen: give -c NAME"},
 		{"unknown layout", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-9g"} }, `MIG config embedded config has no config "all-9g": use one of all-1g.10gb, `},
 		{"profile the GPU lacks", "h100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb"} }, `GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's:`},
-		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB"},
+		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE)"},
 		{"too many slices", "dgx-a100", func(t *testing.T) []string {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)

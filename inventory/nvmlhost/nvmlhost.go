@@ -168,6 +168,7 @@ func readGPU(dev nvml.Device) (*inventory.GPU, error) {
 		return nil, field("PCI info", ret)
 	}
 	g.PCIBusID = cString(pci.BusId[:])
+	g.PCIDeviceID = pci.PciDeviceId
 	mem, ret := dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
 		return nil, field("memory info", ret)
@@ -256,17 +257,35 @@ func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*inventory.MIGDevi
 // "1g.10gb".
 func migProfile(attr nvml.DeviceAttributes, parentMemory uint64) string {
 	g, c := attr.GpuInstanceSliceCount, attr.ComputeInstanceSliceCount
-	gb := uint64(0)
-	if parentMemory > 0 {
-		share := float64(attr.MemorySizeMB*mib) / float64(parentMemory)
-		share = math.Ceil(share*8) / 8
-		gpuGB := float64((parentMemory + 1<<30 - 1) >> 30)
-		gb = uint64(math.Round(share * gpuGB))
-	}
+	gb := memoryGB(attr.MemorySizeMB, parentMemory)
 	if c == g {
 		return fmt.Sprintf("%dg.%dgb", g, gb)
 	}
 	return fmt.Sprintf("%dc.%dg.%dgb", c, g, gb)
+}
+
+// memoryGB is the "gb" of a profile name: an instance's memory (MiB) as a
+// share of the GPU's (bytes) rounded up to eighths, times the GPU's memory
+// in whole GB.
+func memoryGB(instanceMiB, gpuMemory uint64) uint64 {
+	if gpuMemory == 0 {
+		return 0
+	}
+	share := float64(instanceMiB*mib) / float64(gpuMemory)
+	share = math.Ceil(share*8) / 8
+	gpuGB := float64((gpuMemory + 1<<30 - 1) >> 30)
+	return uint64(math.Round(share * gpuGB))
+}
+
+// suffixOf is what an NVML GPU instance profile adds to its plain
+// profile's name: "+me" for NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, ...
+func suffixOf(profile int) string {
+	for _, p := range profileSuffixes {
+		if p.profile == profile {
+			return p.suffix
+		}
+	}
+	return ""
 }
 
 // profileAttributes returns what the name of a MIG device's profile adds
