@@ -227,9 +227,7 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 		if n := want[name]; n > m.ComputeSlices {
 			return nil, fmt.Errorf("%d x %s needs more than the %d compute slices the %s has", n, name, m.ComputeSlices, m.Name)
 		}
-		if n := want[name]; p.Instances > 0 && n > p.Instances {
-			return nil, fmt.Errorf("%d x %s: the %s holds at most %d", n, name, m.Name, p.Instances)
-		}
+
 		for range want[name] {
 			todo = append(todo, p)
 		}
@@ -241,6 +239,13 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 	}
 	if memory > m.MemorySlices {
 		return nil, fmt.Errorf("%s needs %d memory slices; the %s has %d", describe(true, want), memory, m.Name, m.MemorySlices)
+	}
+	for _, p := range todo {
+		// NVML's instance count: a +me profile may start anywhere but
+		// holds the GPU's one set of media engines.
+		if n := want[p.Name]; p.Instances > 0 && n > p.Instances {
+			return nil, fmt.Errorf("%d x %s: the %s holds at most %d", n, p.Name, m.Name, p.Instances)
+		}
 	}
 	slices.SortStableFunc(todo, func(a, b *Profile) int {
 		return cmp.Or(cmp.Compare(b.MemorySlices, a.MemorySlices), cmp.Compare(b.ComputeSlices, a.ComputeSlices))

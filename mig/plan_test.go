@@ -159,6 +159,8 @@ func TestSimulatedProfileFile(t *testing.T) {
 
 func TestPlace(t *testing.T) {
 	a100, _ := ModelOf(&inventory.GPU{Name: "NVIDIA A100-SXM4-40GB"})
+	a30, _ := ModelOf(&inventory.GPU{Name: "NVIDIA A30"})
+	h200, _ := ModelOf(&inventory.GPU{PCIDeviceID: 0x233510DE})
 	// A model whose 2-slice profile may start only at 1, to force a
 	// collision that the slice counts alone do not show.
 	odd := Model{Name: "odd", ComputeSlices: 7, MemorySlices: 8, Profiles: []Profile{
@@ -181,6 +183,11 @@ func TestPlace(t *testing.T) {
 		{"compute slices", a100, map[string]int{"1g.5gb": 5, "2g.10gb": 2}, "", "MIG enabled: 5 x 1g.5gb, 2 x 2g.10gb needs 9 compute slices; the A100-40GB has 7"},
 		{"huge count", a100, map[string]int{"1g.5gb": 1 << 62, "2g.10gb": 1 << 62}, "", "4611686018427387904 x 1g.5gb needs more than the 7 compute slices the A100-40GB has"},
 		{"memory slices", a100, map[string]int{"3g.20gb": 2, "1g.5gb": 1}, "", "MIG enabled: 1 x 1g.5gb, 2 x 3g.20gb needs 9 memory slices; the A100-40GB has 8"},
+		{"one +me instance", a100, map[string]int{"1g.5gb+me": 2}, "", "2 x 1g.5gb+me: the A100-40GB holds at most 1"},
+		{"A30 quarters", a30, map[string]int{"1g.6gb": 4}, "3:0 4:1 5:2 6:3", ""},
+		{"A30 halves", a30, map[string]int{"2g.12gb": 1, "2g.12gb+me": 1}, "1:0 2:2", ""},
+		{"A30 whole", a30, map[string]int{"4g.24gb": 1}, "0:0", ""},
+		{"H200 balanced", h200, map[string]int{"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 1, "1g.18gb+me": 1}, "2:4 3:0 9:2 10:3", ""},
 		{"collision", &odd, map[string]int{"2g": 2}, "", "MIG enabled: 2 x 2g does not fit: the profiles' allowed placements collide (2g spans 2 memory slices from 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,13 @@ func nvmlApply(t *testing.T, layout string, opts ...mig.ApplyOption) (*mig.Plan,
 	if err != nil {
 		t.Fatal(err)
 	}
+	dev := nvmlMIG(t)
+	return p, mig.Apply(p, dev, opts...)
+}
+
+// nvmlMIG opens the library's mig.Device, closed when the test ends.
+func nvmlMIG(t *testing.T) *nvmlhost.MIG {
+	t.Helper()
 	src, err := nvmlhost.Open(lib)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +58,8 @@ func nvmlApply(t *testing.T, layout string, opts ...mig.ApplyOption) (*mig.Plan,
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
-	return p, mig.Apply(p, dev, opts...)
+	t.Cleanup(dev.Close)
+	return dev
 }
 
 // simulatedApply applies layout to a copy of an embedded profile.

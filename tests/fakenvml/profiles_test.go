@@ -1,13 +1,17 @@
 package fakenvml_test
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gpuctk/gpuctk/inventory"
-	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/mig"
+	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
 
 // modelGPU is a GPU of model m as NVML reports it, with MIG on or off.
@@ -21,16 +25,7 @@ func modelGPU(m mig.Model, enabled bool) *inventory.Host {
 // nvmlModel reads GPU 0's MIG profiles through go-nvml and the library.
 func nvmlModel(t *testing.T, h *inventory.Host) (*mig.Model, error) {
 	t.Helper()
-	src, err := nvmlhost.Open(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev, err := src.MIG()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	return dev.Model(&h.GPUs[0])
+	return nvmlMIG(t).Model(&h.GPUs[0])
 }
 
 // TestModelsThroughNVML reads each model's profiles back through the NVML
@@ -67,5 +62,49 @@ func TestModelNeedsMIGMode(t *testing.T) {
 	useHost(t, h)
 	if _, err := nvmlModel(t, h); !errors.Is(err, mig.ErrNeedsMIGMode) {
 		t.Errorf("error %v, want %v", err, mig.ErrNeedsMIGMode)
+	}
+}
+
+// TestUnknownModelThroughNVML partitions a GPU gpuctk has no model data
+// for (an H200 whose name and PCI device id the data does not know): the
+// plan takes the driver's profiles, and apply makes the MIG devices.
+func TestUnknownModelThroughNVML(t *testing.T) {
+	m, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA H200"})
+	h := modelGPU(*m, true)
+	h.GPUs[0].MemoryMiB = 143771 // as NVML reports an H200's
+	useHost(t, h)
+	path := os.Getenv(fakenvml.EnvVar)
+	data, _ := os.ReadFile(path)
+	data = bytes.ReplaceAll(data, []byte("NVIDIA H200"), []byte("NVIDIA H300 Future"))
+	data = bytes.ReplaceAll(data, []byte("pci 0x233510DE"), []byte("pci 0x2FFF10DE"))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	host := nvmlHost(t)
+	if _, known := mig.ModelOf(&host.GPUs[0]); known {
+		t.Fatalf("%s is known to the model data", host.GPUs[0].Name)
+	}
+	cfg, err := mig.ParseConfig("c.yaml", []byte("version: v1\nmig-configs:\n  all-1g.18gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mig.Compute(host, cfg, "all-1g.18gb"); err == nil {
+		t.Error("the model data planned a GPU it does not know")
+	}
+	dev := nvmlMIG(t)
+	p, err := mig.Compute(host, cfg, "all-1g.18gb", mig.WithProfiles(dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mig.Apply(p, dev); err != nil {
+		t.Fatal(err)
+	}
+	after := nvmlHost(t)
+	var got []string
+	for _, d := range after.GPUs[0].MIG {
+		got = append(got, fmt.Sprintf("%d:%s:%d", d.GI, d.Profile, d.SMCount))
+	}
+	if want := "7:1g.18gb:16 8:1g.18gb:16 9:1g.18gb:16 10:1g.18gb:16 11:1g.18gb:16 12:1g.18gb:16 13:1g.18gb:16"; strings.Join(got, " ") != want {
+		t.Errorf("MIG devices %v, want %s", got, want)
 	}
 }
