@@ -44,10 +44,12 @@ func nvmlApply(t *testing.T, layout string, opts ...mig.ApplyOption) (*mig.Plan,
 		t.Fatal(err)
 	}
 	dev := nvmlMIG(t)
+	defer dev.Close()
 	return p, mig.Apply(p, dev, opts...)
 }
 
-// nvmlMIG opens the library's mig.Device, closed when the test ends.
+// nvmlMIG opens the library's mig.Device; the caller closes it, which
+// lets the library read the host file again at the next open.
 func nvmlMIG(t *testing.T) *nvmlhost.MIG {
 	t.Helper()
 	src, err := nvmlhost.Open(lib)
@@ -58,7 +60,6 @@ func nvmlMIG(t *testing.T) *nvmlhost.MIG {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(dev.Close)
 	return dev
 }
 

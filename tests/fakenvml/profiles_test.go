@@ -25,7 +25,9 @@ func modelGPU(m mig.Model, enabled bool) *inventory.Host {
 // nvmlModel reads GPU 0's MIG profiles through go-nvml and the library.
 func nvmlModel(t *testing.T, h *inventory.Host) (*mig.Model, error) {
 	t.Helper()
-	return nvmlMIG(t).Model(&h.GPUs[0])
+	dev := nvmlMIG(t)
+	defer dev.Close()
+	return dev.Model(&h.GPUs[0])
 }
 
 // TestModelsThroughNVML reads each model's profiles back through the NVML
@@ -92,6 +94,7 @@ func TestUnknownModelThroughNVML(t *testing.T) {
 		t.Error("the model data planned a GPU it does not know")
 	}
 	dev := nvmlMIG(t)
+	defer dev.Close()
 	p, err := mig.Compute(host, cfg, "all-1g.18gb", mig.WithProfiles(dev))
 	if err != nil {
 		t.Fatal(err)
