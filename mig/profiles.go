@@ -109,14 +109,14 @@ func ParseModel(data []byte) (*Model, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, tomlerr.Line(err)
 	}
-	if err := m.Validate(); err != nil {
+	if err := m.validate(); err != nil {
 		return nil, err
 	}
 	return &m, nil
 }
 
-// Validate checks that the model's profiles fit its GPU, as NVML's do.
-func (m *Model) Validate() error {
+// validate checks that the model's profiles fit its GPU, as NVML's do.
+func (m *Model) validate() error {
 	if m.Name == "" || len(m.Products) == 0 {
 		return errors.New("name and products are required")
 	}
@@ -250,7 +250,7 @@ func NewModel(name string, products []string, pciDeviceIDs []uint32, profiles []
 	slices.SortFunc(m.Profiles, func(a, b Profile) int {
 		return cmp.Or(cmp.Compare(a.ComputeSlices, b.ComputeSlices), cmp.Compare(a.MemorySlices, b.MemorySlices), strings.Compare(a.Name, b.Name))
 	})
-	if err := m.Validate(); err != nil {
+	if err := m.validate(); err != nil {
 		return nil, fmt.Errorf("MIG profiles of the %s: %w", name, err)
 	}
 	return m, nil

@@ -14,6 +14,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/mig"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -416,5 +419,30 @@ func TestMIGProfileName(t *testing.T) {
 		if got := migProfile(attr, tc.gpuBytes); got != tc.want {
 			t.Errorf("migProfile(%dg %dc %d MiB of %d MiB) = %s, want %s", tc.g, tc.c, tc.memMiB, tc.gpuBytes/mib, got, tc.want)
 		}
+	}
+}
+
+// TestModelWithoutNames reads the MIG profiles of go-nvml's DGX A100 mock,
+// which (like drivers before R470) has no profile names to give: gpuctk
+// names them as nvidia-smi does, from slices, memory share and NVML's
+// profile constant (+me), and they are the A100 40GB model data's.
+func TestModelWithoutNames(t *testing.T) {
+	s := dgx(t, nil)
+	m, err := New(s).MIG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h, err := New(dgx(t, nil)).Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Model(&h.GPUs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA A100-SXM4-40GB"})
+	if got.ProfileNames() != want.ProfileNames() || got.MemorySlices != 8 || got.ComputeSlices != 7 {
+		t.Errorf("profiles %s (%d/%d slices), want %s", got.ProfileNames(), got.ComputeSlices, got.MemorySlices, want.ProfileNames())
 	}
 }
