@@ -69,45 +69,65 @@ func TestModelNeedsMIGMode(t *testing.T) {
 
 // TestUnknownModelThroughNVML partitions a GPU gpuctk has no model data
 // for (an H200 whose name and PCI device id the data does not know): the
-// plan takes the driver's profiles, and apply makes the MIG devices.
+// plan takes the driver's profiles, and apply makes the MIG devices. With
+// MIG off, when the driver tells no profile, the plan says so and sets
+// the mode only; apply then places the instances from the profiles the
+// driver tells once the mode is on.
 func TestUnknownModelThroughNVML(t *testing.T) {
-	m, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA H200"})
-	h := modelGPU(*m, true)
-	h.GPUs[0].MemoryMiB = 143771 // as NVML reports an H200's
-	useHost(t, h)
-	path := os.Getenv(fakenvml.EnvVar)
-	data, _ := os.ReadFile(path)
-	data = bytes.ReplaceAll(data, []byte("NVIDIA H200"), []byte("NVIDIA H300 Future"))
-	data = bytes.ReplaceAll(data, []byte("pci 0x233510DE"), []byte("pci 0x2FFF10DE"))
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	host := nvmlHost(t)
-	if _, known := mig.ModelOf(&host.GPUs[0]); known {
-		t.Fatalf("%s is known to the model data", host.GPUs[0].Name)
-	}
 	cfg, err := mig.ParseConfig("c.yaml", []byte("version: v1\nmig-configs:\n  all-1g.18gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := mig.Compute(host, cfg, "all-1g.18gb"); err == nil {
-		t.Error("the model data planned a GPU it does not know")
-	}
-	dev := nvmlMIG(t)
-	defer dev.Close()
-	p, err := mig.Compute(host, cfg, "all-1g.18gb", mig.WithProfiles(dev))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mig.Apply(p, dev); err != nil {
-		t.Fatal(err)
-	}
-	after := nvmlHost(t)
-	var got []string
-	for _, d := range after.GPUs[0].MIG {
-		got = append(got, fmt.Sprintf("%d:%s:%d", d.GI, d.Profile, d.SMCount))
-	}
-	if want := "7:1g.18gb:16 8:1g.18gb:16 9:1g.18gb:16 10:1g.18gb:16 11:1g.18gb:16 12:1g.18gb:16 13:1g.18gb:16"; strings.Join(got, " ") != want {
-		t.Errorf("MIG devices %v, want %s", got, want)
+	for _, tc := range []struct {
+		name    string
+		enabled bool
+		plan    string
+	}{
+		{"MIG on", true, "GPU 0 (NVIDIA H300 Future, GPU-6c1a9f3e-0000-4000-8000-000000000001): MIG enabled, no MIG devices -> MIG enabled: 7 x 1g.18gb\n" +
+			"  create GPU instance 7 (1g.18gb, memory slice 0) with one compute instance"},
+		{"MIG off", false, "GPU 0 (NVIDIA H300 Future, GPU-6c1a9f3e-0000-4000-8000-000000000001): MIG disabled -> MIG enabled: 7 x 1g.18gb\n" +
+			"  note: the driver reports MIG profiles only with MIG mode on and gpuctk has no model data for this GPU: MIG mode is enabled first, then the instances are planned from the driver's profiles\n" +
+			"  set MIG mode enabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA H200"})
+			h := modelGPU(*m, tc.enabled)
+			h.GPUs[0].MemoryMiB = 143771 // as NVML reports an H200's
+			useHost(t, h)
+			path := os.Getenv(fakenvml.EnvVar)
+			data, _ := os.ReadFile(path)
+			data = bytes.ReplaceAll(data, []byte("NVIDIA H200"), []byte("NVIDIA H300 Future"))
+			data = bytes.ReplaceAll(data, []byte("pci 0x233510DE"), []byte("pci 0x2FFF10DE"))
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			host := nvmlHost(t)
+			if _, known := mig.ModelOf(&host.GPUs[0]); known {
+				t.Fatalf("%s is known to the model data", host.GPUs[0].Name)
+			}
+			if _, err := mig.Compute(host, cfg, "all-1g.18gb"); err == nil {
+				t.Error("the model data planned a GPU it does not know")
+			}
+			dev := nvmlMIG(t)
+			defer dev.Close()
+			p, err := mig.Compute(host, cfg, "all-1g.18gb", mig.WithProfiles(dev))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(p.Lines(), "\n"); !strings.HasPrefix(got, tc.plan) {
+				t.Errorf("plan:\n%s\nwant it to start:\n%s", got, tc.plan)
+			}
+			if err := mig.Apply(p, dev); err != nil {
+				t.Fatal(err)
+			}
+			after := nvmlHost(t)
+			var got []string
+			for _, d := range after.GPUs[0].MIG {
+				got = append(got, fmt.Sprintf("%d:%s:%d", d.GI, d.Profile, d.SMCount))
+			}
+			if want := "7:1g.18gb:16 8:1g.18gb:16 9:1g.18gb:16 10:1g.18gb:16 11:1g.18gb:16 12:1g.18gb:16 13:1g.18gb:16"; strings.Join(got, " ") != want {
+				t.Errorf("MIG devices %v, want %s", got, want)
+			}
+		})
 	}
 }
