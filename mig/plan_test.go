@@ -438,6 +438,22 @@ func TestExportComputeInstanceProfiles(t *testing.T) {
 	}
 }
 
+// TestExportUnknownModel: a GPU gpuctk has no model data for (its
+// profiles come from NVML) exports the profiles its driver made, and
+// still refuses a compute instance smaller than its GPU instance.
+func TestExportUnknownModel(t *testing.T) {
+	h := &inventory.Host{GPUs: []inventory.GPU{{Index: 0, UUID: "GPU-x", Name: "NVIDIA H300 Future", PCIDeviceID: 0x2FFF10DE, MIGEnabled: true,
+		MIG: []inventory.MIGDevice{{Index: 0, GI: 7, UUID: "MIG-a", Profile: "1g.18gb+me"}, {Index: 1, GI: 8, UUID: "MIG-b", Profile: "1g.18gb"}}}}}
+	data, err := Export(h, "current")
+	if err != nil || !strings.Contains(string(data), "        \"1g.18gb\": 1\n        \"1g.18gb+me\": 1\n") {
+		t.Errorf("export: %v\n%s", err, data)
+	}
+	h.GPUs[0].MIG[1].Profile = "1c.2g.35gb"
+	if _, err := Export(h, "current"); err == nil || !strings.Contains(err.Error(), "MIG device 0:1 is a 1c.2g.35gb, which gpuctk cannot make") {
+		t.Errorf("export of a 1c.2g.35gb: %v", err)
+	}
+}
+
 // TestMissingGPUCount checks that the refusal of a GPU index the host
 // lacks counts the host's GPUs in good English: "1 GPU", not "1 GPUs".
 func TestMissingGPUCount(t *testing.T) {
