@@ -19,6 +19,10 @@ type GPU struct {
 	UUID     string `toml:"uuid" json:"uuid"`
 	Name     string `toml:"name" json:"name"`
 	PCIBusID string `toml:"pci-bus-id" json:"pciBusID"`
+	// PCIDeviceID is NVML's pciDeviceId: the PCI device id in the upper
+	// 16 bits, the vendor id (0x10DE) in the lower, 0x20B010DE for an
+	// A100-SXM4-40GB; 0 where unknown. mig-parted's device-filter matches it.
+	PCIDeviceID uint32 `toml:"pci-device-id,omitempty" json:"pciDeviceID,omitempty"`
 	// MemoryMiB is the device memory in MiB.
 	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`
 	// ComputeCapability is "major.minor", for example "8.0" for an A100.

@@ -168,6 +168,7 @@ func readGPU(dev nvml.Device) (*inventory.GPU, error) {
 		return nil, field("PCI info", ret)
 	}
 	g.PCIBusID = cString(pci.BusId[:])
+	g.PCIDeviceID = pci.PciDeviceId
 	mem, ret := dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
 		return nil, field("memory info", ret)

@@ -128,6 +128,9 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		if g.NUMANode != nil {
 			fmt.Fprintf(w, "numa %d\n", *g.NUMANode)
 		}
+		if g.PCIDeviceID != 0 {
+			fmt.Fprintf(w, "pciid 0x%08X\n", g.PCIDeviceID)
+		}
 		for _, m := range g.MIG {
 			gSlices, cSlices, err := slices(m.Profile)
 			if err != nil {

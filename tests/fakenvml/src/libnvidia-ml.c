@@ -18,6 +18,7 @@
  *   fail <function> <gpu index or -> <return code>
  *   topo <level to GPU 0> <level to GPU 1> ...   (of the gpu line above)
  *   numa <NUMA node>   (of the gpu line above; none: NVML does not say)
+ *   pciid <pciDeviceId, hex: 0x20B010DE>   (of the gpu line above; none: 0)
  *
  * <engines> are five counts, as nvidia-smi mig -lgip lists them: copy
  * engines, decoders, encoders, JPEG decoders, optical flow accelerators; 0
@@ -153,6 +154,8 @@ struct device {
 	/* GPUs: NUMA node, when has_numa. */
 	int has_numa;
 	unsigned int numa;
+	/* GPUs: NVML's pciDeviceId (device id << 16 | vendor id). */
+	unsigned int pci_device_id;
 };
 typedef struct device *nvmlDevice_t;
 
@@ -343,6 +346,8 @@ static nvmlReturn_t save(void)
 		fprintf(f, "slots %u\n", g->slots);
 		if (g->has_numa)
 			fprintf(f, "numa %u\n", g->numa);
+		if (g->pci_device_id)
+			fprintf(f, "pciid 0x%08X\n", g->pci_device_id);
 		if (g->ntopo > 0) {
 			fprintf(f, "topo");
 			for (unsigned int t = 0; t < g->ntopo; t++)
@@ -544,6 +549,13 @@ static nvmlReturn_t load(void)
 			g->has_numa = 1;
 			continue;
 		}
+		if (strncmp(line, "pciid ", 6) == 0) {
+			if (g == NULL || sscanf(line, "pciid %x", &g->pci_device_id) != 1) {
+				ret = bad_line(path, n, "want: pciid 0xDDDDVVVV after a gpu line");
+				break;
+			}
+			continue;
+		}
 		if (strncmp(line, "proc ", 5) == 0) {
 			if (nprocs == MAX_PROCS || sscanf(line, "proc %u %u", &procs[nprocs].gpu, &procs[nprocs].pid) != 2) {
 				ret = bad_line(path, n, "want: proc GPU-INDEX PID");
@@ -726,6 +738,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, struct pci_info
 	const struct device *g = device->is_mig ? device->parent : device;
 	memset(pci, 0, sizeof *pci);
 	snprintf(pci->bus_id, sizeof pci->bus_id, "%s", g->bus_id);
+	pci->pci_device_id = g->pci_device_id;
 	if (sscanf(g->bus_id, "%x:%x:%x", &pci->domain, &pci->bus, &pci->device) != 3)
 		return NVML_ERROR_UNKNOWN;
 	snprintf(pci->bus_id_legacy, sizeof pci->bus_id_legacy, "%04x:%02x:%02x.0", pci->domain & 0xffff,
