@@ -73,22 +73,22 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 	p := &Plan{Layout: name}
 	for gi := range h.GPUs {
 		g := &h.GPUs[gi]
-		var entry *Entry
+		entry := -1
 		for i := range entries {
-			if !entries[i].matches(g.Index, g.Name) {
+			if !entries[i].matches(g) {
 				continue
 			}
-			if entry != nil {
+			if entry >= 0 {
 				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by more than one entry: make the entries' devices or device-filter disjoint", where, g.Index, g.Name)
 			}
-			entry = &entries[i]
+			entry = i
 		}
-		if entry == nil {
+		if entry < 0 {
 			continue
 		}
-		gp, err := planGPU(g, entry)
+		gp, err := planGPU(g, &entries[entry])
 		if err != nil {
-			return nil, fmt.Errorf("%s: GPU %d (%s): %w", where, g.Index, g.Name, err)
+			return nil, fmt.Errorf("%s entry %d: GPU %d (%s): %w", where, entry+1, g.Index, g.Name, err)
 		}
 		if gp != nil {
 			p.GPUs = append(p.GPUs, *gp)

@@ -215,6 +215,13 @@ mig-configs:
     - devices: [4]
       mig-enabled: true
       mig-devices: {"3g.20gb": 2, "2g.10gb": 1}
+  more-than-it-holds:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2, 3]
+      device-filter: ["0x20B010DE"]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 5}
   missing-gpu:
     - devices: [8]
       mig-enabled: false
@@ -232,9 +239,10 @@ mig-configs:
 		cfg             *Config
 		want            string
 	}{
-		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb": GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
-		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled": GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB`},
-		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many": GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb" entry 1: GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
+		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled" entry 1: GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB`},
+		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many" entry 1: GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"dgx-a100", "more-than-it-holds", custom, `MIG config c.yaml, config "more-than-it-holds" entry 2: GPU 2 (NVIDIA A100-SXM4-40GB): MIG enabled: 5 x 1g.10gb needs 10 memory slices; the A100-40GB has 8`},
 		{"dgx-a100", "missing-gpu", custom, `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 8 GPUs`},
 		{"dgx-a100", "twice", custom, `GPU 1 (NVIDIA A100-SXM4-40GB) is selected by more than one entry`},
 	} {

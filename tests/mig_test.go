@@ -153,7 +153,12 @@ func TestMIGBadInput(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)
 			return []string{"-f", f, "-c", "big"}
-		}, `config "big": GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		}, `config "big" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"device-filter not hex", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: [\"0x20B0\"]\n      mig-enabled: false\n"), 0o644)
+			return []string{"-f", f, "-c", "a"}
+		}, `config "a" entry 1: field device-filter: line 5: 0x20B0 is not a PCI device id of eight hex digits: write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE`},
 		{"unknown field", "dgx-a100", func(t *testing.T) []string {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-device: {}\n"), 0o644)
