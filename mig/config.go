@@ -39,7 +39,7 @@ type Entry struct {
 	MIGDevices map[string]int
 }
 
-//go:embed configs/default.yaml
+//go:embed configs/config-default.yaml
 var embedded embed.FS
 
 // EmbeddedSource is the Source of the built-in config.
@@ -48,11 +48,12 @@ const EmbeddedSource = "embedded config"
 // maxConfigSize bounds what is read of a config file.
 const maxConfigSize = 1 << 20
 
-// LoadConfig reads the config file at path, or the built-in one (layouts
-// for A100-40GB, A100-80GB and H100-80GB) when path is empty.
+// LoadConfig reads the config file at path, or the built-in one when path
+// is empty: NVIDIA's config-default.yaml, as the GPU operator mounts it for
+// its MIG manager (see configs/README.md).
 func LoadConfig(path string) (*Config, error) {
 	if path == "" {
-		data, err := embedded.ReadFile("configs/default.yaml")
+		data, err := embedded.ReadFile("configs/config-default.yaml")
 		if err != nil {
 			return nil, err
 		}

@@ -95,7 +95,10 @@ func TestEmbeddedConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"all-disabled", "all-enabled", "all-1g.5gb", "all-1g.10gb", "all-2g.10gb", "all-2g.20gb", "all-3g.20gb", "all-3g.40gb", "all-balanced"} {
+	// The layouts gpuctk built in before it took NVIDIA's file, and some
+	// of the models the file adds.
+	for _, name := range []string{"all-disabled", "all-enabled", "all-1g.5gb", "all-1g.10gb", "all-2g.10gb", "all-2g.20gb", "all-3g.20gb", "all-3g.40gb", "all-balanced",
+		"all-1g.18gb", "all-3g.71gb", "all-1g.6gb", "all-1g.23gb", "all-1g.12gb"} {
 		if !slices.Contains(c.Names(), name) {
 			t.Errorf("embedded config lacks %s", name)
 		}

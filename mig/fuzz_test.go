@@ -15,6 +15,9 @@ func FuzzConfig(f *testing.F) {
 	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: [0, 7]\n      device-filter: A100-SXM4-40GB\n      mig-enabled: false\n"))
 	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-devices: {\"1g.5gb\": 9223372036854775807}\n"))
 	f.Add([]byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: [\"0x20B010DE\", \"0x20b1\", \"0x233010DE:0x16C010DE\"]\n      mig-enabled: false\n"))
+	if data, err := embedded.ReadFile("configs/config-default.yaml"); err == nil {
+		f.Add(data) // NVIDIA's file: 81 layouts, PCI device ids
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := ParseConfig("f.yaml", data)
 		if err != nil {
