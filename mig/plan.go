@@ -49,6 +49,10 @@ type Plan struct {
 	Layout string
 	// GPUs are the GPUs that change, by index.
 	GPUs []GPUPlan
+	// Selected counts the GPUs an entry of the layout selects, changed or
+	// not: 0 for a layout whose device-filter names other models, such as
+	// NVIDIA's all-1g.18gb on an A100 host, which changes nothing.
+	Selected int
 }
 
 // Empty reports whether the host already has the layout.
@@ -86,6 +90,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 		if entry < 0 {
 			continue
 		}
+		p.Selected++
 		gp, err := planGPU(g, &entries[entry])
 		if err != nil {
 			return nil, fmt.Errorf("%s entry %d: GPU %d (%s): %w", where, entry+1, g.Index, g.Name, err)
@@ -260,6 +265,9 @@ func placements(ps []*Profile) string {
 
 // Lines returns the plan as the lines apply prints.
 func (p *Plan) Lines() []string {
+	if p.Selected == 0 {
+		return []string{fmt.Sprintf("MIG config %q selects none of the GPUs (its entries' devices or device-filter name others): nothing to change", p.Layout)}
+	}
 	if p.Empty() {
 		return []string{fmt.Sprintf("the GPUs already have MIG config %q: nothing to change", p.Layout)}
 	}

@@ -205,6 +205,24 @@ func TestPlace(t *testing.T) {
 	}
 }
 
+// TestSelectsNone checks that a layout whose entries select none of the
+// GPUs (NVIDIA's all-1g.35gb is for the H200 and GB300) plans nothing and
+// says so, rather than that the GPUs have it.
+func TestSelectsNone(t *testing.T) {
+	p, err := Compute(host(t, simulator(t, "dgx-a100")), embeddedConfig(t), "all-1g.35gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `MIG config "all-1g.35gb" selects none of the GPUs (its entries' devices or device-filter name others): nothing to change`
+	if !p.Empty() || p.Selected != 0 || strings.Join(p.Lines(), "\n") != want {
+		t.Errorf("plan %+v: %q, want %q", p, p.Lines(), want)
+	}
+	p, err = Compute(host(t, simulator(t, "h100")), embeddedConfig(t), "all-1g.10gb")
+	if err != nil || p.Selected != 1 {
+		t.Fatalf("all-1g.10gb on h100: %v, %d GPUs selected, want 1", err, p.Selected)
+	}
+}
+
 // TestRefusals checks that layouts a GPU cannot have are refused, naming
 // the GPU and the profile, before anything changes.
 func TestRefusals(t *testing.T) {

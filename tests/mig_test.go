@@ -187,6 +187,17 @@ func TestMIGApplyNVIDIAConfig(t *testing.T) {
 			}
 		})
 	}
+	// all-1g.35gb is for H200 and GB300 GPUs: an A100 host is left as is,
+	// and told so.
+	host := simulatedProfile(t, "dgx-a100")
+	before, _ := os.ReadFile(host)
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", file, "-c", "all-1g.35gb", "--simulate", host, "--output", filepath.Join(t.TempDir(), "nvidia.yaml"))
+	if code != 0 || !strings.HasPrefix(out, `MIG config "all-1g.35gb" selects none of the GPUs`) {
+		t.Errorf("layout for other models: exit %d: %s%s", code, out, errs)
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(before) {
+		t.Error("the host file changed")
+	}
 }
 
 // TestMIGBadInput checks that each refusal is one line, a non-zero exit,

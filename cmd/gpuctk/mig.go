@@ -213,7 +213,12 @@ func migAssert(c *cli.Context) error {
 		return err
 	}
 	if p.Empty() {
-		fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		// As mig-parted's assert: a layout that selects no GPU holds.
+		if p.Selected == 0 {
+			fmt.Fprintf(c.App.Writer, "MIG config %q selects none of the GPUs\n", p.Layout)
+		} else {
+			fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		}
 		return nil
 	}
 	for _, d := range p.Differences() {
