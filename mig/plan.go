@@ -51,7 +51,8 @@ type Plan struct {
 	GPUs []GPUPlan
 	// Selected counts the GPUs an entry of the layout selects, changed or
 	// not: 0 for a layout whose device-filter names other models, such as
-	// NVIDIA's all-1g.18gb on an A100 host, which changes nothing.
+	// NVIDIA's all-1g.35gb (H200, GB300) on an A100 host, which changes
+	// nothing.
 	Selected int
 }
 
