@@ -195,10 +195,11 @@ func parseDevices(v *yaml.Node) ([]int, error) {
 }
 
 // parseFilter splits a device-filter into product names and PCI device
-// ids. mig-parted reads every filter as a PCI device id and lets one it
-// cannot parse match nothing; gpuctk takes product names as well, so a
-// filter that starts with 0x (or is all digits) is an id, and one that is
-// not 0x and eight hex digits is refused rather than left to match nothing.
+// ids. mig-parted reads every filter as a PCI device id (strconv base 0)
+// and lets one it cannot parse match nothing; gpuctk takes product names
+// as well, so a filter that starts with 0x (or is all digits) is an id,
+// and must be 0x and eight hex digits: a typo is refused rather than left
+// to match nothing.
 func parseFilter(v *yaml.Node) (names []string, ids []uint32, err error) {
 	var filters []string
 	switch v.Kind {
