@@ -19,9 +19,9 @@ type GPU struct {
 	UUID     string `toml:"uuid" json:"uuid"`
 	Name     string `toml:"name" json:"name"`
 	PCIBusID string `toml:"pci-bus-id" json:"pciBusID"`
-	// PCIDeviceID is NVML's pciDeviceId: the PCI device id in the upper
-	// 16 bits, the vendor id (0x10DE) in the lower, 0x20B010DE for an
-	// A100-SXM4-40GB; 0 where unknown. mig-parted's device-filter matches it.
+	// PCIDeviceID is the GPU's PCI device and vendor ID in NVML's
+	// pciDeviceId form, 0xDDDDVVVV (0x233510DE for an H200), the form
+	// mig-parted's device-filter takes; 0 when not known.
 	PCIDeviceID uint32 `toml:"pci-device-id,omitempty" json:"pciDeviceID,omitempty"`
 	// MemoryMiB is the device memory in MiB.
 	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`

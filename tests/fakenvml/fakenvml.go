@@ -110,6 +110,9 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		}
 		fmt.Fprintf(w, "gpu %d %d %s %d %d %d %s %s %s\n", g.Index, g.Minor, mode, g.MemoryMiB,
 			ccMajor, ccMinor, g.UUID, g.PCIBusID, g.Name)
+		if g.PCIDeviceID != 0 {
+			fmt.Fprintf(w, "pci 0x%08X\n", g.PCIDeviceID)
+		}
 		// The GPU instance profiles of the models gpuctk can partition, so
 		// that MIG changes work on them.
 		if model, ok := mig.ModelOf(&g); ok && mode != "unsupported" {
@@ -127,9 +130,6 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		}
 		if g.NUMANode != nil {
 			fmt.Fprintf(w, "numa %d\n", *g.NUMANode)
-		}
-		if g.PCIDeviceID != 0 {
-			fmt.Fprintf(w, "pciid 0x%08X\n", g.PCIDeviceID)
 		}
 		for _, m := range g.MIG {
 			gSlices, cSlices, err := slices(m.Profile)

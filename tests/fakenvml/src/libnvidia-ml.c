@@ -12,13 +12,13 @@
  *   gpu <index> <minor> <on|off|unsupported> <memory MiB> <cc major> <cc minor> <uuid> <pci bus id> <name>
  *   mig <slot> <gi> <ci> <gi slices> <ci slices> <memory MiB> <SMs> <uuid> [<engines>]
  *   slots <MIG slots of the GPU above>
+ *   pci <PCI device id of the GPU above, as NVML's pciDeviceId: 0x233510DE>
  *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated> [<engines>]
  *   gi <id> <profile> <start> <memory slices>
  *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
  *   topo <level to GPU 0> <level to GPU 1> ...   (of the gpu line above)
  *   numa <NUMA node>   (of the gpu line above; none: NVML does not say)
- *   pciid <pciDeviceId, hex: 0x20B010DE>   (of the gpu line above; none: 0)
  *
  * <engines> are five counts, as nvidia-smi mig -lgip lists them: copy
  * engines, decoders, encoders, JPEG decoders, optical flow accelerators; 0
@@ -145,6 +145,7 @@ struct device {
 	unsigned long long memory_mib;
 	int cc_major, cc_minor;
 	char uuid[96], bus_id[32], name[96];
+	unsigned int pci_device_id;
 	/* MIG devices only. */
 	unsigned int slot, gi, ci, gi_slices, ci_slices, sms;
 	struct engines engines;
@@ -154,8 +155,6 @@ struct device {
 	/* GPUs: NUMA node, when has_numa. */
 	int has_numa;
 	unsigned int numa;
-	/* GPUs: NVML's pciDeviceId (device id << 16 | vendor id). */
-	unsigned int pci_device_id;
 };
 typedef struct device *nvmlDevice_t;
 
@@ -344,10 +343,10 @@ static nvmlReturn_t save(void)
 		fprintf(f, "gpu %u %u %s %llu %d %d %s %s %s\n", g->index, g->minor, modes[g->mig_mode], g->memory_mib,
 			g->cc_major, g->cc_minor, g->uuid, g->bus_id, g->name);
 		fprintf(f, "slots %u\n", g->slots);
+		if (g->pci_device_id)
+			fprintf(f, "pci 0x%08X\n", g->pci_device_id);
 		if (g->has_numa)
 			fprintf(f, "numa %u\n", g->numa);
-		if (g->pci_device_id)
-			fprintf(f, "pciid 0x%08X\n", g->pci_device_id);
 		if (g->ntopo > 0) {
 			fprintf(f, "topo");
 			for (unsigned int t = 0; t < g->ntopo; t++)
@@ -489,6 +488,13 @@ static nvmlReturn_t load(void)
 				g->slots = m.slot + 1;
 			continue;
 		}
+		if (strncmp(line, "pci ", 4) == 0) {
+			if (g == NULL || sscanf(line, "pci %x", &g->pci_device_id) != 1) {
+				ret = bad_line(path, n, "want: pci 0xDDDDVVVV after a gpu line");
+				break;
+			}
+			continue;
+		}
 		if (strncmp(line, "slots ", 6) == 0) {
 			if (g == NULL || sscanf(line, "slots %u", &g->slots) != 1 || g->slots > MAX_SLOTS) {
 				ret = bad_line(path, n, "want: slots N (at most 16) after a gpu line");
@@ -547,13 +553,6 @@ static nvmlReturn_t load(void)
 				break;
 			}
 			g->has_numa = 1;
-			continue;
-		}
-		if (strncmp(line, "pciid ", 6) == 0) {
-			if (g == NULL || sscanf(line, "pciid %x", &g->pci_device_id) != 1) {
-				ret = bad_line(path, n, "want: pciid 0xDDDDVVVV after a gpu line");
-				break;
-			}
 			continue;
 		}
 		if (strncmp(line, "proc ", 5) == 0) {
