@@ -3,8 +3,10 @@ package mig
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,8 +42,8 @@ func TestEmbeddedIsNVIDIAs(t *testing.T) {
 // TestNVIDIAConfig applies every layout of NVIDIA's config-default.yaml
 // (the built-in layouts) to every embedded simulated host. Each either
 // applies, after which the host has it and a second plan is empty, or is
-// refused in one line because a GPU it selects lacks a profile it names
-// (or MIG). The outcomes are testdata/config-default/HOST.txt, one line a
+// refused in one line naming the profile a GPU it selects lacks (or the
+// GPU, for one without MIG), as lacking works out from the models. The outcomes are testdata/config-default/HOST.txt, one line a
 // layout; go test ./mig -update rewrites them as models are added.
 func TestNVIDIAConfig(t *testing.T) {
 	cfg := embeddedConfig(t)
@@ -68,13 +70,18 @@ func outcome(t *testing.T, profile string, cfg *Config, name string) string {
 		t.Fatal(err)
 	}
 	s := &Simulator{profile: p, empty: map[string]map[int]bool{}}
+	entries, _ := cfg.Layout(name)
+	lacks := lacking(host(t, s), entries)
 	plan, err := Compute(host(t, s), cfg, name)
 	if err != nil {
 		msg := err.Error()
-		if strings.Contains(msg, "\n") || !strings.Contains(msg, "is not one of the") && !strings.Contains(msg, "gpuctk knows the MIG profiles of") {
-			t.Errorf("%s: refused for a reason other than a profile or MIG the GPU lacks: %q", name, msg)
+		if lacks == "" || strings.Contains(msg, "\n") || !strings.Contains(msg, lacks) {
+			t.Errorf("%s: refused, not in one line for %q: %q", name, lacks, msg)
 		}
 		return "refused: " + msg
+	}
+	if lacks != "" {
+		t.Errorf("%s: applied, though %s", name, lacks)
 	}
 	if err := Apply(plan, s); err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -83,7 +90,6 @@ func outcome(t *testing.T, profile string, cfg *Config, name string) string {
 	if again, err := Compute(h, cfg, name); err != nil || !again.Empty() {
 		t.Errorf("%s: second plan: %v %v", name, err, again)
 	}
-	entries, _ := cfg.Layout(name)
 	type run struct {
 		first, last int
 		what        string
@@ -111,4 +117,29 @@ func outcome(t *testing.T, profile string, cfg *Config, name string) string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// lacking says what the first GPU the layout selects for MIG devices lacks
+// for them, as the refusal names it: "GPU 2 (NAME)" when gpuctk has no MIG
+// model for it, "profile 1g.5gb+me" when its model lacks that profile; ""
+// when every GPU selected can have the layout.
+func lacking(h *inventory.Host, entries []Entry) string {
+	for i := range h.GPUs {
+		g := &h.GPUs[i]
+		for _, e := range entries {
+			if !e.matches(g) || !e.MIGEnabled {
+				continue
+			}
+			m, ok := ModelOf(g)
+			if !ok {
+				return fmt.Sprintf("GPU %d (%s)", g.Index, g.Name)
+			}
+			for _, p := range slices.Sorted(maps.Keys(e.MIGDevices)) {
+				if _, ok := m.Profile(p); !ok {
+					return "profile " + p + " "
+				}
+			}
+		}
+	}
+	return ""
 }
