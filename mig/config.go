@@ -237,18 +237,18 @@ const nvidiaVendor = 0x10DE
 func parseDeviceID(f string) (uint32, error) {
 	const how = "write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE"
 	if dev, sub, ok := strings.Cut(f, ":"); ok {
-		return 0, fmt.Errorf("%s: gpuctk does not match PCI subsystem ids (%s): drop it to select every %s GPU", f, sub, dev)
+		return 0, fmt.Errorf("%q: gpuctk does not match PCI subsystem ids (%q): drop it to select every %q GPU", f, sub, dev)
 	}
 	hex, ok := strings.CutPrefix(strings.ToLower(f), "0x")
 	if !ok {
-		return 0, fmt.Errorf("%s is not a PCI device id in hex: %s", f, how)
+		return 0, fmt.Errorf("%q is not a PCI device id in hex: %s", f, how)
 	}
 	id, err := strconv.ParseUint(hex, 16, 32)
 	if err != nil || len(hex) != 8 {
-		return 0, fmt.Errorf("%s is not a PCI device id of eight hex digits: %s", f, how)
+		return 0, fmt.Errorf("%q is not a PCI device id of eight hex digits: %s", f, how)
 	}
 	if id&0xFFFF != nvidiaVendor {
-		return 0, fmt.Errorf("%s: vendor id %04X is not NVIDIA's (10DE): %s", f, id&0xFFFF, how)
+		return 0, fmt.Errorf("%q: vendor id %04X is not NVIDIA's (10DE): %s", f, id&0xFFFF, how)
 	}
 	return uint32(id), nil
 }

@@ -1,6 +1,7 @@
 package mig
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -47,6 +48,27 @@ func FuzzConfig(f *testing.F) {
 			if again, err := Compute(h, c, name); err != nil || !again.Empty() {
 				t.Fatalf("config %q: second plan: %v %v", name, err, again)
 			}
+		}
+	})
+}
+
+// FuzzDeviceID feeds arbitrary device-filter ids to their parser: an id
+// it takes is 0x and eight hex digits of NVIDIA's vendor, which it reads
+// back whatever the case; anything else is refused in one line.
+func FuzzDeviceID(f *testing.F) {
+	for _, s := range []string{"0x20B010DE", "0x20b010de", "0X233510DE", "0x20B0", "0x10DE20B0", "548540638", "0x233010DE:0x16C010DE", "0x+20B010D", "0x_20B010DE"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := parseDeviceID(s)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error on more than one line: %q", err)
+			}
+			return
+		}
+		if want := fmt.Sprintf("0x%08x", id); !strings.EqualFold(s, want) || id&0xFFFF != nvidiaVendor {
+			t.Fatalf("%q read as %#x", s, id)
 		}
 	})
 }

@@ -222,7 +222,7 @@ func TestMIGBadInput(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: [\"0x20B0\"]\n      mig-enabled: false\n"), 0o644)
 			return []string{"-f", f, "-c", "a"}
-		}, `config "a" entry 1: field device-filter: line 5: 0x20B0 is not a PCI device id of eight hex digits: write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE`},
+		}, `config "a" entry 1: field device-filter: line 5: "0x20B0" is not a PCI device id of eight hex digits: write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE`},
 		{"NVIDIA's layout for a profile the GPU lacks", "dgx-a100", func(t *testing.T) []string {
 			return []string{"-f", nvidiaConfig(t), "-c", "all-1g.18gb"}
 		}, `config "all-1g.18gb" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): profile 1g.18gb is not one of the A100-40GB's: 1g.5gb,`},
