@@ -84,7 +84,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 				continue
 			}
 			if entry >= 0 {
-				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by more than one entry: make the entries' devices or device-filter disjoint", where, g.Index, g.Name)
+				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by entries %d and %d: make the entries' devices or device-filter disjoint", where, g.Index, g.Name, entry+1, i+1)
 			}
 			entry = i
 		}

@@ -248,6 +248,13 @@ mig-configs:
       mig-enabled: false
     - devices: [1]
       mig-enabled: false
+  id-and-name:
+    - devices: all
+      device-filter: "0x20b010de"
+      mig-enabled: false
+    - devices: all
+      device-filter: ["H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
+      mig-enabled: false
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +269,8 @@ mig-configs:
 		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many" entry 1: GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
 		{"dgx-a100", "more-than-it-holds", custom, `MIG config c.yaml, config "more-than-it-holds" entry 2: GPU 2 (NVIDIA A100-SXM4-40GB): MIG enabled: 5 x 1g.10gb needs 10 memory slices; the A100-40GB has 8`},
 		{"dgx-a100", "missing-gpu", custom, `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 8 GPUs`},
-		{"dgx-a100", "twice", custom, `GPU 1 (NVIDIA A100-SXM4-40GB) is selected by more than one entry`},
+		{"dgx-a100", "id-and-name", custom, `config "id-and-name": GPU 0 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2:`},
+		{"dgx-a100", "twice", custom, `MIG config c.yaml, config "twice": GPU 1 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2: make the entries' devices or device-filter disjoint`},
 	} {
 		t.Run(tc.layout, func(t *testing.T) {
 			s := simulator(t, tc.profile)
