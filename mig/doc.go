@@ -11,4 +11,9 @@
 // A plan is always computed from the state the host reports, so applying
 // again after a failure half-way converges, and applying a layout the host
 // already has changes nothing.
+//
+// The built-in layouts are NVIDIA's config-default.yaml as the GPU
+// operator ships it (configs/). An entry's device-filter selects GPUs by
+// PCI device id (inventory.GPU.PCIDeviceID), as mig-parted matches it, or
+// by product name.
 package mig

@@ -59,6 +59,11 @@ type Plan struct {
 	Layout string
 	// GPUs are the GPUs that change, by index.
 	GPUs []GPUPlan
+	// Selected counts the GPUs an entry of the layout selects, changed or
+	// not: 0 for a layout whose device-filter names other models, such as
+	// NVIDIA's all-1g.35gb (H200, GB300) on an A100 host, which changes
+	// nothing.
+	Selected int
 }
 
 // Empty reports whether the host already has the layout.
@@ -100,22 +105,23 @@ func Compute(h *inventory.Host, cfg *Config, name string, opts ...PlanOption) (*
 	p := &Plan{Layout: name}
 	for gi := range h.GPUs {
 		g := &h.GPUs[gi]
-		var entry *Entry
+		entry := -1
 		for i := range entries {
-			if !entries[i].matches(g.Index, g.Name) {
+			if !entries[i].matches(g) {
 				continue
 			}
-			if entry != nil {
-				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by more than one entry: make the entries' devices or device-filter disjoint", where, g.Index, g.Name)
+			if entry >= 0 {
+				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by entries %d and %d: make the entries' devices or device-filter disjoint", where, g.Index, g.Name, entry+1, i+1)
 			}
-			entry = &entries[i]
+			entry = i
 		}
-		if entry == nil {
+		if entry < 0 {
 			continue
 		}
-		gp, err := pl.planGPU(g, entry)
+		p.Selected++
+		gp, err := pl.planGPU(g, &entries[entry])
 		if err != nil {
-			return nil, fmt.Errorf("%s: GPU %d (%s): %w", where, g.Index, g.Name, err)
+			return nil, fmt.Errorf("%s entry %d: GPU %d (%s): %w", where, entry+1, g.Index, g.Name, err)
 		}
 		if gp != nil {
 			p.GPUs = append(p.GPUs, *gp)
@@ -304,6 +310,9 @@ func placements(ps []*Profile) string {
 
 // Lines returns the plan as the lines apply prints.
 func (p *Plan) Lines() []string {
+	if p.Selected == 0 {
+		return []string{fmt.Sprintf("MIG config %q selects none of the GPUs (its entries' devices or device-filter name others): nothing to change", p.Layout)}
+	}
 	if p.Empty() {
 		return []string{fmt.Sprintf("the GPUs already have MIG config %q: nothing to change", p.Layout)}
 	}

@@ -212,6 +212,24 @@ func TestPlace(t *testing.T) {
 	}
 }
 
+// TestSelectsNone checks that a layout whose entries select none of the
+// GPUs (NVIDIA's all-1g.35gb is for the H200 and GB300) plans nothing and
+// says so, rather than that the GPUs have it.
+func TestSelectsNone(t *testing.T) {
+	p, err := Compute(host(t, simulator(t, "dgx-a100")), embeddedConfig(t), "all-1g.35gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `MIG config "all-1g.35gb" selects none of the GPUs (its entries' devices or device-filter name others): nothing to change`
+	if !p.Empty() || p.Selected != 0 || strings.Join(p.Lines(), "\n") != want {
+		t.Errorf("plan %+v: %q, want %q", p, p.Lines(), want)
+	}
+	p, err = Compute(host(t, simulator(t, "h100")), embeddedConfig(t), "all-1g.10gb")
+	if err != nil || p.Selected != 1 {
+		t.Fatalf("all-1g.10gb on h100: %v, %d GPUs selected, want 1", err, p.Selected)
+	}
+}
+
 // TestRefusals checks that layouts a GPU cannot have are refused, naming
 // the GPU and the profile, before anything changes.
 func TestRefusals(t *testing.T) {
@@ -222,6 +240,13 @@ mig-configs:
     - devices: [4]
       mig-enabled: true
       mig-devices: {"3g.20gb": 2, "2g.10gb": 1}
+  more-than-it-holds:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2, 3]
+      device-filter: ["0x20B010DE"]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 5}
   missing-gpu:
     - devices: [8]
       mig-enabled: false
@@ -229,6 +254,13 @@ mig-configs:
     - devices: all
       mig-enabled: false
     - devices: [1]
+      mig-enabled: false
+  id-and-name:
+    - devices: all
+      device-filter: "0x20b010de"
+      mig-enabled: false
+    - devices: all
+      device-filter: ["H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
       mig-enabled: false
 `))
 	if err != nil {
@@ -239,11 +271,13 @@ mig-configs:
 		cfg             *Config
 		want            string
 	}{
-		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb": GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
-		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled": GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE): it has data for A100-40GB, A100-80GB, A30-24GB`},
-		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many": GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb" entry 1: GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
+		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled" entry 1: GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE): it has data for A100-40GB, A100-80GB, A30-24GB`},
+		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many" entry 1: GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"dgx-a100", "more-than-it-holds", custom, `MIG config c.yaml, config "more-than-it-holds" entry 2: GPU 2 (NVIDIA A100-SXM4-40GB): MIG enabled: 5 x 1g.10gb needs 10 memory slices; the A100-40GB has 8`},
 		{"dgx-a100", "missing-gpu", custom, `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 8 GPUs`},
-		{"dgx-a100", "twice", custom, `GPU 1 (NVIDIA A100-SXM4-40GB) is selected by more than one entry`},
+		{"dgx-a100", "id-and-name", custom, `config "id-and-name": GPU 0 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2:`},
+		{"dgx-a100", "twice", custom, `MIG config c.yaml, config "twice": GPU 1 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2: make the entries' devices or device-filter disjoint`},
 	} {
 		t.Run(tc.layout, func(t *testing.T) {
 			s := simulator(t, tc.profile)

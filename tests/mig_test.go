@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +139,69 @@ func TestMIGApplyLocked(t *testing.T) {
 	}
 }
 
+// nvidiaConfig copies NVIDIA's config-default.yaml, as the GPU operator
+// mounts it, to a file of the test's, as an operator would have it.
+func nvidiaConfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config-default.yaml")
+	copyFile(t, filepath.Join("..", "mig", "configs", "config-default.yaml"), path, 0o644)
+	return path
+}
+
+// TestMIGApplyNVIDIAConfig applies layouts of NVIDIA's config-default.yaml
+// given with -f: all-balanced, whose entries select GPUs by PCI device id,
+// and all-1g.5gb, on the simulated hosts of each model.
+func TestMIGApplyNVIDIAConfig(t *testing.T) {
+	file := nvidiaConfig(t)
+	for _, tc := range []struct {
+		profile, layout string
+		want            string // each GPU's MIG devices afterwards, by profile
+		devices         int
+	}{
+		{"dgx-a100", "all-balanced", "1g.5gb 1g.5gb 2g.10gb 3g.20gb", 32},
+		{"dgx-a100", "all-1g.5gb", "1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb", 56},
+		{"h100", "all-balanced", "1g.10gb 1g.10gb 2g.20gb 3g.40gb", 4},
+		{"dgx-h100-mig", "all-balanced", "1g.10gb 1g.10gb 2g.20gb 3g.40gb", 32},
+	} {
+		t.Run(tc.profile+"/"+tc.layout, func(t *testing.T) {
+			host := simulatedProfile(t, tc.profile)
+			spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+			_, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", file, "-c", tc.layout, "--simulate", host, "--output", spec)
+			if code != 0 || !strings.Contains(errs, fmt.Sprintf(" %d MIG devices", tc.devices)) {
+				t.Fatalf("apply: exit %d: %s", code, errs)
+			}
+			p, err := inventory.LoadProfile(host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range p.GPUs {
+				var got []string
+				for _, d := range g.MIG {
+					got = append(got, d.Profile)
+				}
+				slices.Sort(got)
+				if !g.MIGEnabled || strings.Join(got, " ") != tc.want {
+					t.Errorf("GPU %d: MIG %v, devices %v, want %s", g.Index, g.MIGEnabled, got, tc.want)
+				}
+			}
+			if _, errs, code := gpuctkRun(t, nil, "mig", "assert", "-f", file, "-c", tc.layout, "--simulate", host); code != 0 {
+				t.Errorf("assert after apply: exit %d: %s", code, errs)
+			}
+		})
+	}
+	// all-1g.35gb is for H200 and GB300 GPUs: an A100 host is left as is,
+	// and told so.
+	host := simulatedProfile(t, "dgx-a100")
+	before, _ := os.ReadFile(host)
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", file, "-c", "all-1g.35gb", "--simulate", host, "--output", filepath.Join(t.TempDir(), "nvidia.yaml"))
+	if code != 0 || !strings.HasPrefix(out, `MIG config "all-1g.35gb" selects none of the GPUs`) {
+		t.Errorf("layout for other models: exit %d: %s%s", code, out, errs)
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(before) {
+		t.Error("the host file changed")
+	}
+}
+
 // TestMIGBadInput checks that each refusal is one line, a non-zero exit,
 // and leaves the host file and the spec as they were.
 func TestMIGBadInput(t *testing.T) {
@@ -155,7 +219,15 @@ func TestMIGBadInput(t *testing.T) {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)
 			return []string{"-f", f, "-c", "big"}
-		}, `config "big": GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		}, `config "big" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"device-filter not hex", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: [\"0x20B0\"]\n      mig-enabled: false\n"), 0o644)
+			return []string{"-f", f, "-c", "a"}
+		}, `config "a" entry 1: field device-filter: line 5: "0x20B0" is not a PCI device id of eight hex digits: write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE`},
+		{"NVIDIA's layout for a profile the GPU lacks", "dgx-a100", func(t *testing.T) []string {
+			return []string{"-f", nvidiaConfig(t), "-c", "all-1g.18gb"}
+		}, `config "all-1g.18gb" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): profile 1g.18gb is not one of the A100-40GB's: 1g.5gb,`},
 		{"unknown field", "dgx-a100", func(t *testing.T) []string {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-device: {}\n"), 0o644)

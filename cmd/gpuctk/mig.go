@@ -25,7 +25,7 @@ func migFlags(layout bool) []cli.Flag {
 	}
 	if layout {
 		flags = append(flags,
-			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, EnvVars: envVar("mig-config-file"), Usage: "mig-parted config file (default: config [mig] config-file, else the built-in layouts for A100-40GB, A100-80GB and H100-80GB)"},
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, EnvVars: envVar("mig-config-file"), Usage: "mig-parted config file (default: config [mig] config-file, else the built-in layouts: NVIDIA's config-default.yaml)"},
 			&cli.StringFlag{Name: "config-name", Aliases: []string{"c"}, EnvVars: envVar("mig-config"), Usage: "the config (layout) to use, e.g. all-1g.5gb (default: config [mig] config)"},
 		)
 	}
@@ -235,7 +235,12 @@ func migAssert(c *cli.Context) error {
 		return err
 	}
 	if p.Empty() {
-		fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		// As mig-parted's assert: a layout that selects no GPU holds.
+		if p.Selected == 0 {
+			fmt.Fprintf(c.App.Writer, "MIG config %q selects none of the GPUs\n", p.Layout)
+		} else {
+			fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		}
 		return nil
 	}
 	for _, d := range p.Differences() {

@@ -36,7 +36,8 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 		dev.UUID = fmt.Sprintf("GPU-%08x-0000-0000-0000-%012x", i, i)
 		busID := fmt.Sprintf("00000000:%02X:00.0", 0x07+8*i)
 		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
+			// The DGX A100's A100-SXM4-40GB, as NVML reports its id.
+			p := nvml.PciInfo{PciDeviceId: 0x20B010DE}
 			for j, c := range busID {
 				p.BusId[j] = int8(c)
 			}
