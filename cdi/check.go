@@ -18,14 +18,15 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
-// MaxSpecSize caps what Check and OwnSpecs read of a spec file: the
-// largest host's spec, every replica named, is 550 KiB; a spec dir is
-// writable by other tools, so a huge or sparse file must not cost more.
-const MaxSpecSize = 8 << 20
+// MaxSpecSize caps what Check, OwnSpecs and List read of a spec file: a
+// spec dir is writable by other tools, so a huge or sparse file must not
+// cost more.
+const MaxSpecSize = cdientry.MaxSpecSize
 
 // Stale is one way a spec on disk differs from the spec the host gives
 // now.

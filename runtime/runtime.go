@@ -365,7 +365,19 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	// 10 ms at most) would go unseen.
 	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(root, fp, data, replace)
+			if err := writeCache(root, fp, data, replace); errors.Is(err, errTooLarge) {
+				log.Warnf("device cache %s: %v", r.cfg.Runtime.CacheDir, err)
+			}
+		}
+	}
+	// Said once per state of the spec dirs, when they are read: the
+	// creates the cache answers say nothing.
+	if index, ok := entryIndex(data); ok {
+		for _, e := range index.Errors[:min(len(index.Errors), maxListed)] {
+			log.Warnf("CDI spec not loaded: %s", quote.Clip(e, 1000))
+		}
+		if n := len(index.Errors) - maxListed; n > 0 {
+			log.Warnf("and %d more CDI specs not loaded: `gpuctk cdi list` lists them", n)
 		}
 	}
 	if ok, err := applyEntry(spec, data, req, dirs, kind); ok {
