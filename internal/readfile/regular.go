@@ -32,9 +32,47 @@ func RegularNoFollow(path string, limit int64) ([]byte, error) {
 	return regular(path, limit, unix.O_NOFOLLOW)
 }
 
+// Open opens path for reading when it is a regular file, with the checks
+// of Regular but no bound on its size: for a file read in parts at
+// offsets it names (an ELF library), where the caller bounds the reads.
+// The error of a file that is not regular is a *NotRegularError.
+func Open(path string) (*os.File, error) {
+	f, _, err := open(path, 0, -1)
+	return f, err
+}
+
 func regular(path string, limit int64, flags int) ([]byte, error) {
-	fail := func(err error) ([]byte, error) {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	f, size, err := open(path, flags, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// One allocation of the file's size, as os.ReadFile makes; a file
+	// that grows while read is cut at the bound and refused.
+	data := make([]byte, 0, min(size, limit)+1)
+	for {
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if int64(len(data)) > limit {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: &TooLargeError{Limit: limit}}
+		}
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+	}
+}
+
+// open opens a regular file of at most limit bytes (none: limit < 0)
+// without blocking, and returns its size.
+func open(path string, flags int, limit int64) (*os.File, int64, error) {
+	fail := func(err error) (*os.File, int64, error) {
+		return nil, 0, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	// Stat first, so that a device node is never opened (opening one
 	// may do something), then fstat what was opened: the same check,
@@ -45,7 +83,7 @@ func regular(path string, limit int64, flags int) ([]byte, error) {
 		stat = unix.Lstat
 	}
 	if err := stat(path, &st); err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	if err := fit(&st, limit); err != nil {
 		return fail(err)
@@ -55,44 +93,27 @@ func regular(path string, limit int64, flags int) ([]byte, error) {
 		return fail(&NotRegularError{Mode: fs.ModeSymlink})
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, 0, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
 	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
 		return fail(err)
 	}
 	if err := fit(&st, limit); err != nil {
+		f.Close()
 		return fail(err)
 	}
-	// One allocation of the file's size, as os.ReadFile makes; a file
-	// that grows while read is cut at the bound and refused.
-	data := make([]byte, 0, min(st.Size, limit)+1)
-	for {
-		n, err := f.Read(data[len(data):cap(data)])
-		data = data[:len(data)+n]
-		if int64(len(data)) > limit {
-			return fail(&TooLargeError{Limit: limit})
-		}
-		if err == io.EOF {
-			return data, nil
-		}
-		if err != nil {
-			return fail(err)
-		}
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-	}
+	return f, st.Size, nil
 }
 
 // fit refuses what is not a regular file, and a regular file whose size
-// is over limit.
+// is over limit (none: limit < 0).
 func fit(st *unix.Stat_t, limit int64) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return &NotRegularError{Mode: fileMode(st.Mode)}
 	}
-	if st.Size > limit {
+	if limit >= 0 && st.Size > limit {
 		return &TooLargeError{Limit: limit, Size: st.Size}
 	}
 	return nil
