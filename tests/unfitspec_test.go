@@ -31,8 +31,10 @@ func runWithin(t *testing.T, limit time.Duration, cmd *exec.Cmd) (stdout, stderr
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	start := time.Now()
 	select {
 	case err := <-done:
+		t.Logf("%s %s: %v", filepath.Base(cmd.Path), cmd.Args[1], time.Since(start).Round(time.Millisecond))
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return out.String(), errOut.String(), exit.ExitCode()
