@@ -374,7 +374,7 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	// creates the cache answers say nothing.
 	if index, ok := entryIndex(data); ok {
 		for _, e := range index.Errors[:min(len(index.Errors), maxListed)] {
-			log.Warnf("CDI spec not loaded: %s", quote.Clip(e, 1000))
+			log.Warnf("CDI spec not loaded: %s", quote.Clip(e, maxSpecError))
 		}
 		if n := len(index.Errors) - maxListed; n > 0 {
 			log.Warnf("and %d more CDI specs not loaded: `gpuctk cdi list` lists them", n)
@@ -555,8 +555,24 @@ func specErrorsNote(errs []string) string {
 	if len(errs) == 0 {
 		return ""
 	}
-	return " (specs that failed to load: " + strings.ReplaceAll(strings.Join(errs, "; "), "\n", "; ") + ")"
+	// A few, each bounded: a foreign spec's error may quote a name of
+	// megabytes, and 150 files may fail.
+	const shown = 3
+	var b strings.Builder
+	for i, e := range errs[:min(len(errs), shown)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(quote.Clip(strings.ReplaceAll(e, "\n", "; "), maxSpecError))
+	}
+	if n := len(errs) - shown; n > 0 {
+		fmt.Fprintf(&b, "; and %d more: `gpuctk cdi list` shows them", n)
+	}
+	return " (specs that failed to load: " + b.String() + ")"
 }
+
+// maxSpecError bounds a spec's load error quoted in a message.
+const maxSpecError = 1000
 
 // setVoid leaves NVIDIA_VISIBLE_DEVICES=void, once, so that neither this
 // runtime nor a legacy hook injects again.

@@ -145,12 +145,17 @@ func ReadSpec(path string, prio int) (*cdi.Spec, error) {
 	at := "/proc/self/fd/" + strconv.Itoa(fd)
 	spec, err := cdi.ReadSpec(at, prio)
 	if err != nil {
-		// The library names the file it read: ours is no one's.
+		// The library names the file it read: ours is no one's. It
+		// quotes what it refuses, which a spec of megabytes may make
+		// megabytes: bounded.
 		msg := strings.ReplaceAll(err.Error(), " "+strconv.Quote(at), "")
-		return nil, errors.New(msg)
+		return nil, errors.New(quote.Clip(msg, maxError))
 	}
 	return spec, nil
 }
+
+// maxError bounds the message of a spec that does not load.
+const maxError = 1000
 
 // resolve fills Devices and Defined as the library's cache resolves
 // names: a later folder's device replaces an earlier's, and a name two

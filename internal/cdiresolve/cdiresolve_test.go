@@ -141,3 +141,14 @@ func TestUnfitFilesSkipped(t *testing.T) {
 }
 
 func mkfifo(p string) error { return syscall.Mkfifo(p, 0o644) }
+
+// TestErrorBounded: a spec refused for a name of megabytes gives an error
+// of a line, not megabytes.
+func TestErrorBounded(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(spec(strings.Repeat("x", 2<<20)+" bad")), 0o644)
+	errs, _, _ := Resolve([]string{dir})
+	if len(errs) != 1 || len(errs[0]) > 1200 || !strings.Contains(errs[0], " bytes more)") {
+		t.Errorf("%d errors, the first %d bytes: %.300s", len(errs), len(errs[0]), errs[0])
+	}
+}
