@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -31,8 +32,13 @@ func New(lib nvml.Interface) *Source {
 // driver discovery found under the driver root. The library is loaded by
 // Host, not here.
 func Open(libPath string) (*Source, error) {
-	if _, err := os.Stat(libPath); err != nil {
+	fi, err := os.Stat(libPath)
+	if err != nil {
 		return nil, fmt.Errorf("NVML library: %w: is the NVIDIA driver installed? use --driver-root or --simulate", err)
+	}
+	// dlopen would block on a FIFO, and read a device for ever.
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("NVML library %s is %s, not a library: reinstall the driver, or name its root with --driver-root", libPath, filekind.Name(fi.Mode()))
 	}
 	return &Source{lib: nvml.New(nvml.WithLibraryPath(libPath)), path: libPath}, nil
 }

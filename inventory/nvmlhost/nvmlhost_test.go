@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -387,6 +388,20 @@ func TestOpenNVMLMissing(t *testing.T) {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("errors.Is(err, os.ErrNotExist) = false")
+	}
+}
+
+// TestOpenNVMLNotALibrary: a FIFO or a device at the library's path is
+// refused before dlopen, which would block on it or read it for ever.
+func TestOpenNVMLNotALibrary(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, kind := range map[string]string{fifo: "a FIFO", "/dev/zero": "a character device"} {
+		if _, err := Open(p); err == nil || err.Error() != "NVML library "+p+" is "+kind+", not a library: reinstall the driver, or name its root with --driver-root" {
+			t.Errorf("Open(%s): %v", p, err)
+		}
 	}
 }
 
