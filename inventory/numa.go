@@ -1,12 +1,12 @@
 package inventory
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/gpuctk/gpuctk/internal/pcibus"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // ReadNUMA sets the NUMA node of each GPU that has none from sysfs under
@@ -24,7 +24,7 @@ func (h *Host) ReadNUMA(devRoot string) {
 		if !ok {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus, "numa_node"))
+		data, err := readfile.Regular(filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus, "numa_node"), 4096)
 		if err != nil {
 			continue
 		}
