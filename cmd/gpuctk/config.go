@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/nvconfig"
+	"github.com/gpuctk/gpuctk/offer"
 )
 
 func configCommand() *cli.Command {
@@ -29,8 +30,40 @@ func configCommand() *cli.Command {
 				&cli.StringFlag{Name: "output-dir", EnvVars: envVar("output-dir"), Usage: "write each config as `DIR`/KEY.toml (KEY: config for a plain config)"},
 			},
 			Action: configImport,
+		}, {
+			Name:  "check",
+			Usage: "check a configuration against this host (or --simulate PROFILE) as gpuctk-device-plugin would, and print the resources it advertises",
+			Description: "Resolves the configuration on the host as `cdi generate`, `labels` and\n" +
+				"gpuctk-device-plugin do, and prints each Kubernetes resource the plugin would\n" +
+				"advertise with its devices and replicas. Warnings (a resource mixing whole devices\n" +
+				"and replicas, or pooling devices of several kinds) go to stderr; what the plugin\n" +
+				"would refuse is an error, and the exit status is 1.",
+			Flags:  hostFlags(),
+			Action: configCheck,
 		}},
 	}
+}
+
+func configCheck(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("unexpected argument %q: give the configuration with --config", c.Args().First())}
+	}
+	cfg, err := loadConfig(c)
+	if err != nil {
+		return err
+	}
+	set, _, err := resolve(c, cfg)
+	if err != nil {
+		return err
+	}
+	for _, w := range set.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+	}
+	if set.Refused != nil {
+		return fmt.Errorf("gpuctk-device-plugin refuses this configuration: %w", set.Refused)
+	}
+	_, err = io.WriteString(c.App.Writer, offer.Summary(set.Resources))
+	return err
 }
 
 func configImport(c *cli.Context) error {
@@ -53,6 +86,11 @@ func configImport(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
+	for _, o := range outs {
+		for _, w := range o.Warnings {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %s: %s\n", name, w)
+		}
+	}
 	dir := c.String("output-dir")
 	if dir == "" {
 		_, err := c.App.Writer.Write(nvconfig.Format(outs))
@@ -65,6 +103,9 @@ func configImport(c *cli.Context) error {
 	}
 	var files []atomicfile.File
 	for _, o := range outs {
+		if o.TOML == nil {
+			continue
+		}
 		key := o.Key
 		if key == "" {
 			key = "config"

@@ -126,3 +126,18 @@ func resolve(c *cli.Context, cfg *config.Config) (*offer.Set, *inventory.Profile
 	set, err := offer.Resolve(h, cfg)
 	return set, p, err
 }
+
+// warnResolution says on stderr what the resolution warns of, and what
+// gpuctk-device-plugin would refuse (Set.Refused): `cdi generate` and
+// `labels` go on, as the spec and the labels serve a node the plugin
+// refuses; `config check` fails on it.
+func warnResolution(c *cli.Context, set *offer.Set) {
+	for _, w := range set.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+	}
+	if set.Refused != nil {
+		for _, line := range strings.Split(set.Refused.Error(), "\n") {
+			fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning: gpuctk-device-plugin refuses this configuration:", line)
+		}
+	}
+}
