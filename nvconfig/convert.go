@@ -212,6 +212,7 @@ func (c *converter) convert(data []byte, root *yaml.Node, source string) ([]byte
 // kubernetes is the [kubernetes] table of the output.
 type kubernetes struct {
 	listStrategy []string
+	allocation   string
 	renameShared *bool
 	renameFrom   string
 }
@@ -227,6 +228,9 @@ func (c *converter) flags(f *flags, k *kubernetes) error {
 		default:
 			return &FieldError{Path: "flags.migStrategy", Msg: fmt.Sprintf("%q is not a MIG strategy: use none, single or mixed", *f.MigStrategy)}
 		}
+	}
+	if f.GDRCopyEnabled != nil && *f.GDRCopyEnabled {
+		return &FieldError{Path: "flags.gdrcopyEnabled", Msg: "gpuctk does not inject the GDRCopy device: remove it or set it to false"}
 	}
 	if f.GDSEnabled != nil && *f.GDSEnabled {
 		return &FieldError{Path: "flags.gdsEnabled", Msg: "gpuctk does not inject GPUDirect Storage devices: remove it or set it to false"}
@@ -298,6 +302,12 @@ func (c *converter) flags(f *flags, k *kubernetes) error {
 			return &FieldError{Path: "flags.plugin.deviceIDStrategy", Msg: fmt.Sprintf("%q is not a device ID strategy: use uuid or index", *p.DeviceIDStrategy)}
 		}
 	}
+	if a := p.SharedDevicesAllocationPolicy; a != nil {
+		if *a != "distributed" && *a != "packed" {
+			return &FieldError{Path: "flags.plugin.sharedDevicesAllocationPolicy", Msg: fmt.Sprintf("%q is not an allocation policy: use distributed or packed", *a)}
+		}
+		k.allocation = *a
+	}
 	if p.PassDeviceSpecs != nil {
 		c.note("flags.plugin.passDeviceSpecs", strconv.FormatBool(*p.PassDeviceSpecs), "device nodes come from the CDI spec")
 	}
@@ -361,7 +371,9 @@ func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fa
 	var all []string
 	switch {
 	case name == "nvidia.com/gpu" && c.mig == "single":
-		all = []string{"mig"}
+		// Every MIG device, or on a node without MIG mode every GPU:
+		// single allows one or the other.
+		all = []string{"gpus", "mig"}
 	case name == "nvidia.com/gpu" && c.mig == "none" && strategy == "time-slicing":
 		// NVIDIA's plugin advertises a GPU in MIG mode whole under
 		// "none", and replicates it as any other.
@@ -503,6 +515,9 @@ func (c *converter) write(source string, k kubernetes, entries []entry) {
 	if k.listStrategy != nil {
 		b.WriteString("# flags.plugin.deviceListStrategy\n")
 		fmt.Fprintf(b, "device-list-strategy = %s\n", quoteList(k.listStrategy))
+	}
+	if k.allocation != "" {
+		fmt.Fprintf(b, "# flags.plugin.sharedDevicesAllocationPolicy\nallocation-policy = %s\n", quote(k.allocation))
 	}
 	if k.renameShared != nil {
 		fmt.Fprintf(b, "# %s\nrename-shared = %t\n", k.renameFrom, *k.renameShared)
