@@ -71,7 +71,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 		return nil, err
 	}
 	if p == nil {
-		h.ReadNUMA(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
+		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
 	}
 	offered, err := offer.Resolve(h, cfg)
 	if err != nil {

@@ -75,6 +75,9 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 // too) or, without it, from NVML found under the driver root.
 func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
 	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	if err == nil && p == nil {
+		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
+	}
 	if err == nil {
 		if p != nil {
 			debugf(c, "host from the simulated profile %s", p.Name)

@@ -178,6 +178,13 @@ func readGPU(dev nvml.Device) (*inventory.GPU, error) {
 		return nil, field("compute capability", ret)
 	}
 	g.ComputeCapability = fmt.Sprintf("%d.%d", major, minor)
+	// A GPU attached to an NVLink fabric (GB200 NVL72) whose registration
+	// completed, as GPU feature discovery's gpu.clique reads it; older
+	// drivers and GPUs have no such call.
+	if f, ret := dev.GetGpuFabricInfo(); ret == nvml.SUCCESS && f.State == nvml.GPU_FABRIC_STATE_COMPLETED && nvml.Return(f.Status) == nvml.SUCCESS {
+		u := f.ClusterUuid
+		g.Clique = fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], f.CliqueId)
+	}
 
 	mode, _, ret := dev.GetMigMode()
 	switch {
