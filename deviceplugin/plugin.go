@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,9 +84,13 @@ type Plugin struct {
 	load       Loader
 	kubeletDir string
 	cdiDir     string
-	configPath string
-	health     time.Duration
-	log        *slog.Logger
+	// configPaths are the files whose changes reload the configuration;
+	// configDirs the folders any of whose files does (a folder of
+	// per-node configurations).
+	configPaths []string
+	configDirs  []string
+	health      time.Duration
+	log         *slog.Logger
 	// xids are the host's XID events; nil without NVML. A critical one
 	// marks its devices unhealthy for recovery (0: until a restart).
 	xids     <-chan inventory.XIDEvent
@@ -160,7 +165,15 @@ func WithKubeletDir(dir string) Option { return func(p *Plugin) { p.kubeletDir =
 func WithCDIDir(dir string) Option { return func(p *Plugin) { p.cdiDir = dir } }
 
 // WithConfigPath sets the configuration file whose changes reload the plugin.
-func WithConfigPath(path string) Option { return func(p *Plugin) { p.configPath = path } }
+func WithConfigPath(path string) Option {
+	return func(p *Plugin) { p.configPaths = append(p.configPaths, path) }
+}
+
+// WithConfigDir sets a folder of configurations (a mounted ConfigMap of
+// per-node configurations) whose changes reload the plugin.
+func WithConfigDir(dir string) Option {
+	return func(p *Plugin) { p.configDirs = append(p.configDirs, filepath.Clean(dir)) }
+}
 
 // WithHealthInterval sets how often devices are checked.
 func WithHealthInterval(d time.Duration) Option { return func(p *Plugin) { p.health = d } }
@@ -220,14 +233,20 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if err := w.Add(p.kubeletDir); err != nil {
 		return fmt.Errorf("kubelet dir %s: %w", p.kubeletDir, err)
 	}
-	if p.configPath != "" {
-		// The folder, not the file: editors and ConfigMaps replace it. A
-		// node with no config folder runs on the defaults.
-		dir := filepath.Dir(p.configPath)
+	// The folder, not the file: editors and ConfigMaps replace it. A node
+	// with no config folder runs on the defaults.
+	watched := map[string]bool{}
+	for _, dir := range p.configDirs {
+		watched[dir] = true
+	}
+	for _, path := range p.configPaths {
+		watched[filepath.Dir(filepath.Clean(path))] = true
+	}
+	for _, dir := range slices.Sorted(maps.Keys(watched)) {
 		if err := w.Add(dir); errors.Is(err, fs.ErrNotExist) {
 			p.log.Info("no config folder: changes will not be seen until a restart", "folder", dir)
 		} else if err != nil {
-			return fmt.Errorf("config folder of %s: %w", p.configPath, err)
+			return fmt.Errorf("config folder %s: %w", dir, err)
 		}
 	}
 	defer p.stopAll()
@@ -332,11 +351,19 @@ func (p *Plugin) Run(ctx context.Context) error {
 // no change: an editor saving so writes the new file next, and reading
 // none meanwhile would run on the defaults.
 func (p *Plugin) configChanged(ev fsnotify.Event) bool {
-	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create) {
+	if !ev.Has(fsnotify.Write | fsnotify.Create) {
 		return false
 	}
 	name := filepath.Clean(ev.Name)
-	return name == filepath.Clean(p.configPath) || name == filepath.Join(filepath.Dir(p.configPath), "..data")
+	if slices.Contains(p.configDirs, filepath.Dir(name)) {
+		return true // any file of a folder of configurations
+	}
+	for _, path := range p.configPaths {
+		if name == filepath.Clean(path) || name == filepath.Join(filepath.Dir(path), "..data") {
+			return true
+		}
+	}
+	return false
 }
 
 // reload builds a new state and swaps it in whole, or keeps the old one;
