@@ -39,6 +39,9 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "config-dir", EnvVars: envVar("config-dir"), Usage: "a folder of configurations, one file per name (NAME or NAME.toml), as a mounted ConfigMap gives, instead of --config: the node's is the one --config-name-file names, else --config-default, else one named default, else the only one; switched without a restart when either changes"},
 		&cli.StringFlag{Name: "config-default", EnvVars: envVar("config-default"), Usage: "with --config-dir: the configuration of a node whose --config-name-file names none"},
 		&cli.StringFlag{Name: "config-name-file", EnvVars: envVar("config-name-file"), Usage: "with --config-dir: a file holding the name of this node's configuration (its nvidia.com/device-plugin.config label); missing or empty: --config-default"},
+		&cli.StringFlag{Name: "node-name", EnvVars: append(envVar("node-name"), "NODE_NAME"), Usage: "with --config-dir and --config-name-file: read this node's --node-config-label from the API server (the pod's service account, RBAC get on nodes) into the name file, now and every --node-label-interval"},
+		&cli.StringFlag{Name: "node-config-label", Value: "nvidia.com/device-plugin.config", EnvVars: envVar("node-config-label"), Usage: "the node label naming the node's configuration (--node-name)"},
+		&cli.DurationFlag{Name: "node-label-interval", Value: 30 * time.Second, EnvVars: envVar("node-label-interval"), Usage: "how often --node-name reads the node's label"},
 		&cli.StringFlag{Name: "kubelet-dir", Value: "/var/lib/kubelet/device-plugins", EnvVars: envVar("kubelet-dir"), Usage: "folder of kubelet.sock and the plugin's sockets"},
 		&cli.StringFlag{Name: "cdi-dir", Value: "/var/run/cdi", EnvVars: envVar("cdi-dir"), Usage: "where the spec whose names the plugin hands out is written (" + cdi.DefaultSpecName + ")"},
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") or a profile file"},
@@ -264,4 +267,32 @@ func loadConfig(c *cli.Context) (*config.Config, string, error) {
 	}
 	cfg, err := config.Load(path, c.IsSet("config") || name != "")
 	return cfg, name, err
+}
+
+// followNodeLabel starts copying the node's configuration label into
+// --config-name-file when --node-name is given, and waits for the first
+// copy.
+func followNodeLabel(c *cli.Context, log *slog.Logger) error {
+	node := c.String("node-name")
+	if node == "" {
+		return nil
+	}
+	file := c.String("config-name-file")
+	if c.String("config-dir") == "" || file == "" {
+		return fmt.Errorf("--node-name: needs --config-dir and --config-name-file, where the label's value is written")
+	}
+	if d := c.Duration("node-label-interval"); d <= 0 {
+		return fmt.Errorf("--node-label-interval %v: must be more than 0", d)
+	}
+	n, err := newNodeLabel(node, c.String("node-config-label"), serviceAccountDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("--config-name-file: %w", err)
+	}
+	ready := make(chan struct{})
+	go n.follow(c.Context, file, c.Duration("node-label-interval"), log, ready)
+	<-ready
+	return nil
 }

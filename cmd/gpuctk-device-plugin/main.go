@@ -65,6 +65,9 @@ func run(c *cli.Context) error {
 	}
 	opts = append(opts, configWatch(c)...)
 	c.Context = ctx
+	if err := followNodeLabel(c, log); err != nil {
+		return err
+	}
 	// Without XID events the other health checks still run: say so, and
 	// serve, as NVIDIA's plugin does when the driver cannot deliver them.
 	if xids, err := watchXIDs(c); err != nil {
