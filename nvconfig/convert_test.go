@@ -175,3 +175,37 @@ func TestConvertWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestLoad: a configuration file may hold gpuctk's TOML or NVIDIA's
+// config, which runs converted; a missing file is the defaults unless
+// named; an NVIDIA config gpuctk cannot run is one line naming the file.
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	nv := write("nv", "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    deviceListStrategy: envvar\n")
+	cfg, warnings, err := Load(nv, true)
+	if err != nil || cfg.Kubernetes.MIGStrategy != "mixed" || cfg.Path != nv || len(warnings) != 1 {
+		t.Errorf("NVIDIA config: %+v, %q, %v", cfg, warnings, err)
+	}
+	toml := write("c.toml", "[kubernetes]\nmig-strategy = \"single\"\n")
+	if cfg, _, err := Load(toml, true); err != nil || cfg.Kubernetes.MIGStrategy != "single" {
+		t.Errorf("gpuctk config: %v", err)
+	}
+	if cfg, _, err := Load(write("blank", ""), true); err != nil || cfg.Kubernetes.MIGStrategy != "none" {
+		t.Errorf("blank: %v", err)
+	}
+	if _, _, err := Load(filepath.Join(dir, "missing"), false); err != nil {
+		t.Errorf("missing, not named: %v", err)
+	}
+	bad := write("bad", "version: v1\nflags:\n  gdsEnabled: true\n")
+	_, _, err = Load(bad, true)
+	if want := "config " + bad + ": an NVIDIA device plugin config gpuctk cannot run: line 3: flags.gdsEnabled: gpuctk does not inject GPUDirect Storage"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}

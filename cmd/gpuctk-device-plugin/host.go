@@ -24,6 +24,7 @@ import (
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/labels"
 	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/nvconfig"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -59,12 +60,15 @@ func flags() []cli.Flag {
 // does, and resolves what to advertise; it runs at start and at every
 // configuration change.
 func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
-	cfg, name, err := loadConfig(c)
+	cfg, name, warnings, err := loadConfig(c)
 	if err != nil {
 		return nil, err
 	}
 	if name != "" {
 		log.Info("node configuration", "name", name, "file", cfg.Path)
+	}
+	for _, w := range warnings {
+		log.Warn("NVIDIA device plugin config: "+w, "file", cfg.Path)
 	}
 	set := map[string]string{}
 	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
@@ -165,7 +169,7 @@ func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
 	if c.String("simulate") != "" {
 		return nil, nil
 	}
-	cfg, _, err := loadConfig(c)
+	cfg, _, _, err := loadConfig(c)
 	if err != nil {
 		return nil, err
 	}
@@ -258,15 +262,17 @@ func configWatch(c *cli.Context) []deviceplugin.Option {
 	return opts
 }
 
-// loadConfig reads this node's configuration (configFile) and returns it
-// with its name among --config-dir's.
-func loadConfig(c *cli.Context) (*config.Config, string, error) {
+// loadConfig reads this node's configuration (configFile): gpuctk's, or
+// an NVIDIA device plugin config, converted (nvconfig.Load), as the
+// ConfigMap moved from NVIDIA's plugin holds. It returns the name among
+// --config-dir's and the conversion's warnings.
+func loadConfig(c *cli.Context) (*config.Config, string, []string, error) {
 	path, name, err := configFile(c)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	cfg, err := config.Load(path, c.IsSet("config") || name != "")
-	return cfg, name, err
+	cfg, warnings, err := nvconfig.Load(path, c.IsSet("config") || name != "")
+	return cfg, name, warnings, err
 }
 
 // followNodeLabel starts copying the node's configuration label into

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
+	"github.com/gpuctk/gpuctk/nvconfig"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -45,9 +46,13 @@ func debugf(c *cli.Context, format string, args ...any) {
 // flag was given), then applies the flags that set configuration keys:
 // flag, else environment, else file, else default.
 func loadConfig(c *cli.Context) (*config.Config, error) {
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	// An NVIDIA device plugin config runs converted, as the plugin runs it.
+	cfg, warnings, err := nvconfig.Load(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %s (an NVIDIA device plugin config): %s\n", cfg.Path, w)
 	}
 	if cfg.Path != "" {
 		debugf(c, "configuration from %s", cfg.Path)
