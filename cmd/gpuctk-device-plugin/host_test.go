@@ -141,36 +141,9 @@ func TestPerNodeConfig(t *testing.T) {
 		return fmt.Sprintf("[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = %d\n", n)
 	}
 	configMapVolume(t, configs, 1, map[string]string{"whole.toml": "", "shared4.toml": shared(4)})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		app := &cli.App{Flags: flags(), Writer: io.Discard, ErrWriter: io.Discard, Action: run}
-		done <- app.RunContext(ctx, []string{"gpuctk-device-plugin", "--simulate", "l40s",
-			"--config-dir", configs, "--config-default", "whole", "--config-name-file", nameFile,
-			"--labels-dir", labelsDir, "--cdi-dir", filepath.Join(dir, "cdi"), "--kubelet-dir", filepath.Join(dir, "kubelet")})
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
-	waitReplicas := func(step, want string) {
-		t.Helper()
-		var got string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			data, _ := os.ReadFile(filepath.Join(labelsDir, labels.FeatureFile))
-			for _, line := range strings.Split(string(data), "\n") {
-				if v, ok := strings.CutPrefix(line, "nvidia.com/gpu.replicas="); ok {
-					got = v
-				}
-			}
-			if got == want {
-				return
-			}
-		}
-		t.Fatalf("%s: gpu.replicas=%q, want %q", step, got, want)
-	}
+	startPlugin(t, "--simulate", "l40s", "--config-dir", configs, "--config-default", "whole", "--config-name-file", nameFile,
+		"--labels-dir", labelsDir, "--cdi-dir", filepath.Join(dir, "cdi"), "--kubelet-dir", filepath.Join(dir, "kubelet"))
+	waitReplicas := func(step, want string) { t.Helper(); waitLabel(t, labelsDir, step, "nvidia.com/gpu.replicas", want) }
 	waitReplicas("no label: --config-default whole", "1")
 	if err := os.WriteFile(nameFile, []byte("shared4\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -237,4 +210,57 @@ func TestConfigFile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startPlugin runs gpuctk-device-plugin with args until the test ends.
+func startPlugin(t *testing.T, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		app := &cli.App{Flags: flags(), Writer: io.Discard, ErrWriter: io.Discard, Action: run}
+		done <- app.RunContext(ctx, append([]string{"gpuctk-device-plugin"}, args...))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+}
+
+// waitLabel waits for the plugin's labels in labelsDir to hold key=want.
+func waitLabel(t *testing.T, labelsDir, step, key, want string) {
+	t.Helper()
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, _ := os.ReadFile(filepath.Join(labelsDir, labels.FeatureFile))
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, key+"="); ok {
+				got = v
+			}
+		}
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("%s: %s=%q, want %q", step, key, got, want)
+}
+
+// TestNVIDIAConfigMapAsIs: NVIDIA's ConfigMap, mounted as it is (a blank
+// default key beside an NVIDIA config with 10 replicas), runs: the key the
+// node's label names converted, the blank one as the defaults.
+func TestNVIDIAConfigMapAsIs(t *testing.T) {
+	dir := t.TempDir()
+	configs, labelsDir, nameFile := filepath.Join(dir, "configs"), filepath.Join(dir, "features.d"), filepath.Join(dir, "name")
+	os.MkdirAll(configs, 0o755)
+	os.MkdirAll(filepath.Join(dir, "kubelet"), 0o755)
+	configMapVolume(t, configs, 1, map[string]string{"default": "",
+		"ls40": "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 10\n"})
+	os.WriteFile(nameFile, []byte("ls40"), 0o644)
+	startPlugin(t, "--simulate", "l40s", "--config-dir", configs, "--config-name-file", nameFile,
+		"--labels-dir", labelsDir, "--cdi-dir", filepath.Join(dir, "cdi"), "--kubelet-dir", filepath.Join(dir, "kubelet"))
+	waitLabel(t, labelsDir, "label ls40", "nvidia.com/gpu.replicas", "10")
+	os.WriteFile(nameFile, nil, 0o644)
+	waitLabel(t, labelsDir, "no label: the blank default key", "nvidia.com/gpu.replicas", "1")
 }
