@@ -18,6 +18,9 @@ import (
 // only then.
 func Load(path string, explicit bool) (*config.Config, []string, error) {
 	data, err := readfile.Limited(path, MaxSize)
+	if err == nil && IsConfigMap(data) {
+		return nil, nil, fmt.Errorf("config %s: a ConfigMap: mount it as a folder (--config-dir), or give one of its configs", path)
+	}
 	if err != nil || !isNVIDIA(data) {
 		if errors.Is(err, fs.ErrNotExist) || err == nil {
 			cfg, err := config.Load(path, explicit)
@@ -46,4 +49,11 @@ func isNVIDIA(data []byte) bool {
 	}
 	_, ok := doc["version"]
 	return ok
+}
+
+// IsConfigMap reports whether data is a Kubernetes ConfigMap (of NVIDIA's
+// configs, one per key).
+func IsConfigMap(data []byte) bool {
+	root, err := parse(data)
+	return err == nil && isConfigMap(root)
 }

@@ -11,6 +11,7 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/plural"
 )
 
 // GPUResource is the Kubernetes resource of whole GPUs.
@@ -282,11 +283,11 @@ func Summary(rs []Resource) string {
 		fmt.Fprintf(&b, "%s: ", r.Name)
 		switch {
 		case replicas == 0:
-			fmt.Fprintf(&b, "%d devices", len(devs))
+			b.WriteString(plural.Count(len(devs), "device"))
 		case replicas == len(r.Devices):
-			fmt.Fprintf(&b, "%d replicas of %d devices (%s", replicas, len(devs), strategy)
+			fmt.Fprintf(&b, "%s of %s (%s", plural.Count(replicas, "replica"), plural.Count(len(devs), "device"), strategy)
 		default:
-			fmt.Fprintf(&b, "%d replicas and %d whole devices of %d devices (%s", replicas, len(r.Devices)-replicas, len(devs), strategy)
+			fmt.Fprintf(&b, "%s and %s of %s (%s", plural.Count(replicas, "replica"), plural.Count(len(r.Devices)-replicas, "whole device"), plural.Count(len(devs), "device"), strategy)
 		}
 		if replicas > 0 {
 			if r.FailRequestsGreaterThanOne {

@@ -51,6 +51,17 @@ func TestOperatorPath(t *testing.T) {
 			t.Errorf("wrote %v, want ls40.toml alone", entries)
 		}
 	})
+	t.Run("check NVIDIA's Helm ConfigMap", func(t *testing.T) {
+		cm, err := filepath.Abs("../nvconfig/testdata/nvidia/helm-values-config-map.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := runResult(t, bin("gpuctk"), "config", "check", "--simulate", "dgx-a100", "--config", cm)
+		wantOut := "# --- default\nnvidia.com/gpu: 8 devices\n# --- mig-mixed\nnvidia.com/gpu: 4 devices\nnvidia.com/mig-1g.5gb: 9 devices\nnvidia.com/mig-2g.10gb: 4 devices\nnvidia.com/mig-3g.20gb: 3 devices\n# --- mig-single\n"
+		if code != 1 || out != wantOut || !strings.HasSuffix(stderr, "gpuctk: "+cm+": gpuctk-device-plugin refuses 1 of its 3 configurations on this host: mig-single\n") {
+			t.Errorf("exit %d, stdout %q, stderr %q", code, out, stderr)
+		}
+	})
 	t.Run("envvar", func(t *testing.T) {
 		in := write("envvar.yaml", "version: v1\nflags:\n  plugin:\n    deviceListStrategy: envvar\n")
 		_, stderr, code := runResult(t, bin("gpuctk"), "config", "import-device-plugin", in)

@@ -5,10 +5,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/readfile"
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/nvconfig"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -48,11 +52,25 @@ func configCheck(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf("unexpected argument %q: give the configuration with --config", c.Args().First())}
 	}
+	path := c.String("config")
+	if data, err := readfile.Limited(path, nvconfig.MaxSize); err == nil && nvconfig.IsConfigMap(data) {
+		return checkConfigMap(c, path, data)
+	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
-	set, _, err := resolve(c, cfg)
+	h, _, err := loadInventory(c, cfg)
+	if err != nil {
+		return err
+	}
+	return checkOne(c, h, cfg)
+}
+
+// checkOne resolves cfg on h and prints its resources, its warnings on
+// stderr; what the plugin refuses is the error.
+func checkOne(c *cli.Context, h *inventory.Host, cfg *config.Config) error {
+	set, err := offer.Resolve(h, cfg)
 	if err != nil {
 		return err
 	}
@@ -64,6 +82,49 @@ func configCheck(c *cli.Context) error {
 	}
 	_, err = io.WriteString(c.App.Writer, offer.Summary(set.Resources))
 	return err
+}
+
+// checkConfigMap checks each config of a ConfigMap of NVIDIA's configs
+// (as the plugin runs them from --config-dir), each under a "# --- KEY"
+// line; it fails when the plugin would refuse any.
+func checkConfigMap(c *cli.Context, path string, data []byte) error {
+	outs, err := nvconfig.Convert(data, path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	base, err := loadConfig(c) // where the host is: --driver-root and the like
+	if err != nil && !c.IsSet("simulate") {
+		return err
+	}
+	if base == nil {
+		base = config.Default()
+	}
+	h, _, err := loadInventory(c, base)
+	if err != nil {
+		return err
+	}
+	var refused []string
+	for _, o := range outs {
+		fmt.Fprintf(c.App.Writer, "# --- %s\n", o.Key)
+		for _, w := range o.Warnings {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %s: %s\n", path, w)
+		}
+		cfg := config.Default() // a blank key: the defaults, as the plugin runs it
+		if o.TOML != nil {
+			if cfg, err = config.Parse(o.TOML); err != nil {
+				return fmt.Errorf("%s, key %s: %w", path, o.Key, err)
+			}
+		}
+		cfg.Path = path + ", key " + o.Key
+		if err := checkOne(c, h, cfg); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s: %v\n", o.Key, err)
+			refused = append(refused, o.Key)
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%s: gpuctk-device-plugin refuses %d of its %d configurations on this host: %s", path, len(refused), len(outs), strings.Join(refused, ", "))
+	}
+	return nil
 }
 
 func configImport(c *cli.Context) error {
