@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -19,13 +18,15 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/filekind"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
-// MaxSpecSize caps what Check and OwnSpecs read of a spec file: the
-// largest host's spec, every replica named, is 550 KiB; a spec dir is
-// writable by other tools, so a huge or sparse file must not cost more.
-const MaxSpecSize = 8 << 20
+// MaxSpecSize caps what Check, OwnSpecs and List read of a spec file: a
+// spec dir is writable by other tools, so a huge or sparse file must not
+// cost more.
+const MaxSpecSize = cdientry.MaxSpecSize
 
 // Stale is one way a spec on disk differs from the spec the host gives
 // now.
@@ -123,33 +124,24 @@ func specKind(data []byte) string {
 
 type notRegular struct{ error }
 
-// ReadSpecFile reads a spec file without following a last symbolic link or
-// blocking on a FIFO; a file that is not regular is a notRegular error, one
-// over MaxSpecSize an error that says so.
+// ReadSpecFile reads a spec file through the gate for files others
+// control (readfile.RegularNoFollow): a symbolic link, a FIFO or anything
+// else not regular is a notRegular error, one over MaxSpecSize an error
+// that says so.
 func ReadSpecFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if errors.Is(err, unix.ELOOP) {
-		return nil, notRegular{errors.New("a symbolic link")}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("spec %s: %w", path, err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("spec %s: %w", path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, notRegular{errors.New(filekind.Name(st.Mode()))}
-	}
-	if st.Size() > MaxSpecSize {
-		return nil, fmt.Errorf("spec %s: %d bytes, over the %d MiB a spec may have: remove it, or regenerate it", path, st.Size(), MaxSpecSize>>20)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxSpecSize+1))
-	if err == nil && len(data) > MaxSpecSize {
-		err = fmt.Errorf("grew over %d MiB while read", MaxSpecSize>>20)
-	}
-	if err != nil {
+	data, err := readfile.RegularNoFollow(path, MaxSpecSize)
+	var (
+		nr *readfile.NotRegularError
+		tl *readfile.TooLargeError
+	)
+	switch {
+	case errors.As(err, &nr):
+		return nil, notRegular{errors.New(filekind.Name(nr.Mode))}
+	case errors.As(err, &tl) && tl.Size > 0:
+		return nil, fmt.Errorf("spec %s: %d bytes, over the %d MiB a spec may have: remove it, or regenerate it", path, tl.Size, MaxSpecSize>>20)
+	case errors.As(err, &tl):
+		return nil, fmt.Errorf("spec %s: grew over %d MiB while read", path, MaxSpecSize>>20)
+	case err != nil:
 		return nil, fmt.Errorf("spec %s: %w", path, err)
 	}
 	return data, nil

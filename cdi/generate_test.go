@@ -451,12 +451,13 @@ func TestSummaryCounts(t *testing.T) {
 }
 
 // TestListConflicts writes one host's spec three times, twice in one
-// folder and once in another: each pair of files is one conflict naming
-// both files and every shared name.
+// folder and once in another: the three files are one conflict naming
+// them all and every shared name; two files are "both".
 func TestListConflicts(t *testing.T) {
 	_, data, sum := generateFor(t, "l40s")
 	a, b := t.TempDir(), t.TempDir()
-	for _, p := range []string{filepath.Join(a, "nvidia.yaml"), filepath.Join(a, "dup.yaml"), filepath.Join(b, "other.yaml")} {
+	paths := []string{filepath.Join(a, "dup.yaml"), filepath.Join(a, "nvidia.yaml"), filepath.Join(b, "other.yaml")}
+	for _, p := range paths {
 		if err := WriteSpec(p, data); err != nil {
 			t.Fatal(err)
 		}
@@ -465,17 +466,23 @@ func TestListConflicts(t *testing.T) {
 	if err != nil || len(errs) != 0 {
 		t.Fatalf("List: %v, %v", err, errs)
 	}
-	if len(conflicts) != 3 {
-		t.Fatalf("%d conflicts, want 3 (one per pair of files): %v", len(conflicts), conflicts)
+	if len(conflicts) != 1 || !slices.Equal(conflicts[0].Files, paths) {
+		t.Fatalf("conflicts %v, want one of %v", conflicts, paths)
 	}
-	for _, c := range conflicts {
-		// The summary counts no capability device; a conflict names them.
-		if want := sum.Devices + len(capability.Extra()); len(c.Names) != want {
-			t.Errorf("%s: %d names, want %d", c, len(c.Names), want)
-		}
-		if !strings.Contains(c.String(), c.Files[0]+" and "+c.Files[1]+" both define ") {
-			t.Errorf("String = %q", c)
-		}
+	c := conflicts[0]
+	// The summary counts no capability device; a conflict names them.
+	if want := sum.Devices + len(capability.Extra()); len(c.Names) != want {
+		t.Errorf("%s: %d names, want %d", c, len(c.Names), want)
+	}
+	if want := paths[0] + ", " + paths[1] + ", " + paths[2] + " all define 17 device names (nvidia.com/gpu=0::0, nvidia.com/gpu=0::1, nvidia.com/gpu=0::2 and 14 more)"; c.String() != want {
+		t.Errorf("String = %q\nwant     %q", c, want)
+	}
+	if _, conflicts, _, _ := List([]string{b, a + "/../" + filepath.Base(a)}); len(conflicts) != 1 || !strings.HasPrefix(conflicts[0].String(), paths[2]+", ") {
+		t.Errorf("in another order: %v", conflicts)
+	}
+	os.Remove(paths[0])
+	if _, conflicts, _, _ := List([]string{a, b}); len(conflicts) != 1 || !strings.HasPrefix(conflicts[0].String(), paths[1]+" and "+paths[2]+" both define 17 device names") {
+		t.Errorf("two files: %v", conflicts)
 	}
 	// One spec alone has none.
 	if _, conflicts, _, _ := List([]string{b}); len(conflicts) != 0 {

@@ -5,16 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/cdiresolve"
+	"github.com/gpuctk/gpuctk/internal/plural"
+	"github.com/gpuctk/gpuctk/internal/quote"
 )
 
 // FormatFor returns the format a spec is written in: the explicit one, or
@@ -93,87 +97,80 @@ type Listed struct {
 	Capability bool `json:"capability,omitempty" yaml:"capability,omitempty"`
 }
 
-// Conflict is a pair of spec files that define the same device names.
-// In one folder CDI readers then resolve none of those names; across
-// folders the later folder's file wins and the other's entries are dead.
+// Conflict is a set of spec files that define the same device names. In
+// one folder CDI readers then resolve none of those names; across folders
+// the latest folder's file wins and the others' entries are dead.
 type Conflict struct {
-	Files [2]string `json:"files"`
-	Names []string  `json:"names"`
+	Files []string `json:"files"` // in the order CDI readers read them
+	Names []string `json:"names"`
 }
 
+// conflictShown bounds the files and names a conflict's line quotes.
+const conflictShown = 3
+
 func (c Conflict) String() string {
-	names := strings.Join(c.Names, ", ")
-	if len(c.Names) > 3 {
-		names = fmt.Sprintf("%s and %d more", strings.Join(c.Names[:3], ", "), len(c.Names)-3)
+	verb := "both define"
+	if len(c.Files) > 2 {
+		verb = "all define"
 	}
-	count := "1 device name"
-	if len(c.Names) != 1 {
-		count = fmt.Sprintf("%d device names", len(c.Names))
+	files := c.Files[0] + " and " + c.Files[len(c.Files)-1]
+	if len(c.Files) != 2 {
+		files = quote.List(c.Files, conflictShown)
 	}
-	return fmt.Sprintf("%s and %s both define %s (%s)", c.Files[0], c.Files[1], count, names)
+	return fmt.Sprintf("%s %s %s (%s)", files, verb, plural.Count(len(c.Names), "device name"), quote.List(c.Names, conflictShown))
 }
 
 // List returns the devices of every spec in the spec dirs, sorted by
-// qualified name; the pairs of specs that define the same names, each
-// pair once; and the errors of specs that could not be loaded.
+// qualified name; the sets of specs that define the same names, each set
+// once with every name its files all define; and the errors of specs
+// that could not be loaded. Specs are read through the gate for files
+// others control (see internal/cdiresolve), and the work is linear in
+// the names and files.
 func List(specDirs []string) ([]Listed, []Conflict, []error, error) {
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(specDirs...), cdiapi.WithAutoRefresh(false))
-	if err != nil && cache == nil {
-		return nil, nil, nil, err
-	}
+	set := cdiresolve.Load(specDirs)
 	var out []Listed
-	for _, name := range cache.ListDevices() {
-		d := cache.GetDevice(name)
-		out = append(out, Listed{Name: name, Kind: d.GetSpec().Kind, Spec: d.GetSpec().GetPath(), Capability: IsCapability(d.Name)})
+	for _, name := range slices.Sorted(maps.Keys(set.Devices)) {
+		d := set.Devices[name]
+		out = append(out, Listed{Name: name, Kind: d.GetSpec().Kind, Spec: set.Path(d.GetSpec()), Capability: IsCapability(d.Name)})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-
-	// Which files define each name, in the order the library read them.
-	defined := map[string][]string{}
-	for _, v := range cache.ListVendors() {
-		for _, spec := range cache.GetVendorSpecs(v) {
-			for _, d := range spec.Devices {
-				q := spec.Kind + "=" + d.Name
-				defined[q] = append(defined[q], spec.GetPath())
-			}
-		}
-	}
-	pairs := map[[2]string][]string{}
-	for name, files := range defined {
-		for i := range files {
-			for j := i + 1; j < len(files); j++ {
-				if files[i] != files[j] {
-					k := [2]string{files[i], files[j]}
-					pairs[k] = append(pairs[k], name)
-				}
-			}
-		}
-	}
-	var conflicts []Conflict
-	for files, names := range pairs {
-		sort.Strings(names)
-		conflicts = append(conflicts, Conflict{Files: files, Names: names})
-	}
-	sort.Slice(conflicts, func(i, j int) bool {
-		a, b := conflicts[i].Files, conflicts[j].Files
-		return a[0] < b[0] || a[0] == b[0] && a[1] < b[1]
-	})
-
+	// Conflicts are reported once per set of files, below.
 	var errs []error
-	files := map[string][]error(cache.GetErrors())
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
+	for _, e := range set.Errors {
+		errs = append(errs, e)
 	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		for _, e := range files[p] {
-			// Reported once per pair of files, as a Conflict.
-			if strings.HasPrefix(e.Error(), "conflicting device ") {
-				continue
-			}
-			errs = append(errs, fmt.Errorf("%s: %w", p, e))
+	return out, conflictsOf(set), errs, nil
+}
+
+// conflictsOf groups the names that several specs define by the list of
+// those specs, in time linear in the definitions: the key of a name is
+// as long as its list of specs.
+func conflictsOf(set *cdiresolve.Set) []Conflict {
+	group := map[string]*Conflict{}
+	var conflicts []*Conflict
+	for _, name := range slices.Sorted(maps.Keys(set.Defined)) {
+		defs := set.Defined[name]
+		if len(defs) < 2 {
+			continue
 		}
+		var key strings.Builder
+		for _, i := range defs {
+			key.WriteString(strconv.Itoa(i) + ",")
+		}
+		c := group[key.String()]
+		if c == nil {
+			c = &Conflict{}
+			for _, i := range defs {
+				c.Files = append(c.Files, set.Specs[i].Path)
+			}
+			group[key.String()] = c
+			conflicts = append(conflicts, c)
+		}
+		c.Names = append(c.Names, name)
 	}
-	return out, conflicts, errs, nil
+	sorted := make([]Conflict, len(conflicts))
+	for i, c := range conflicts {
+		sorted[i] = *c
+	}
+	slices.SortFunc(sorted, func(a, b Conflict) int { return slices.Compare(a.Files, b.Files) })
+	return sorted
 }

@@ -4,15 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/capability"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // check is how a data file's content is checked before it is mounted.
@@ -144,25 +142,18 @@ func (f *Files) fixLibraryPath(lib string, provided map[string]string) error {
 // checkDataFile reads a host file of the driver within bounds and checks
 // that it is what its kind says; it returns the library it names.
 func checkDataFile(p string, c check) (string, error) {
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return "", err
-	}
-	file := os.NewFile(uintptr(fd), p)
-	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !st.Mode().IsRegular() {
+	data, err := readfile.RegularNoFollow(p, maxDataFile)
+	var (
+		nr *readfile.NotRegularError
+		tl *readfile.TooLargeError
+	)
+	switch {
+	case errors.As(err, &nr):
 		return "", errors.New("not a regular file")
-	}
-	data, err := io.ReadAll(io.LimitReader(file, maxDataFile+1))
-	if err != nil {
-		return "", err
-	}
-	if len(data) > maxDataFile {
+	case errors.As(err, &tl):
 		return "", fmt.Errorf("larger than %d KiB", maxDataFile>>10)
+	case err != nil:
+		return "", err
 	}
 	if c == libraryName {
 		lib := strings.TrimSpace(string(data))

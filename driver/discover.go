@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/internal/ldcache"
 	"github.com/gpuctk/gpuctk/internal/pcibus"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // Root is a folder that host paths are looked up under.
@@ -191,7 +192,7 @@ func (f *Files) addGraphicsLinks() {
 // that cannot be read or parsed is.
 func cacheDirs(r Root, want func(base string) bool) (map[string][]string, error) {
 	p := r.Join("/etc/ld.so.cache")
-	data, err := os.ReadFile(p)
+	data, err := readfile.Regular(p, maxLinkerCache)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -216,6 +217,17 @@ func cacheDirs(r Root, want func(base string) bool) (map[string][]string, error)
 	}
 	return out, nil
 }
+
+// Bounds on the files read under a driver or dev root, all through
+// readfile.Regular: a FIFO or an endless device there is an error at
+// once, never a hang. A linker cache of a full distribution is 100 to
+// 300 KiB; mig-minors lists a few thousand short lines; a capability
+// file has three.
+const (
+	maxLinkerCache = 64 << 20
+	maxMIGMinors   = 1 << 20
+	maxCapability  = 64 << 10
+)
 
 // maxLinks bounds the links resolve follows, as the kernel's 40.
 const maxLinks = 40
@@ -244,11 +256,15 @@ func resolve(r Root, p string) string {
 
 // readSONAME returns the DT_SONAME of a shared object.
 func readSONAME(p string) (string, error) {
-	ef, err := elf.Open(p)
+	f, err := readfile.Open(p)
 	if err != nil {
 		return "", fmt.Errorf("driver library %s: %w", p, err)
 	}
-	defer ef.Close()
+	defer f.Close()
+	ef, err := elf.NewFile(f)
+	if err != nil {
+		return "", fmt.Errorf("driver library %s: %w", p, err)
+	}
 	names, err := ef.DynString(elf.DT_SONAME)
 	if err != nil {
 		return "", fmt.Errorf("driver library %s: %w", p, err)
@@ -324,7 +340,7 @@ func (h *hostNodes) capMinor(gpuMinor, gi, ci int) (int, error) {
 	}
 	h.once.Do(func() {
 		p := h.root.Join("/proc/driver/nvidia-caps/mig-minors")
-		data, err := os.ReadFile(p)
+		data, err := readfile.Regular(p, maxMIGMinors)
 		if err != nil {
 			h.migErr = err
 			return
@@ -346,7 +362,7 @@ func (h *hostNodes) capMinor(gpuMinor, gi, ci int) (int, error) {
 		rel = fmt.Sprintf("gpu%d/mig/gi%d/ci%d/access", gpuMinor, gi, ci)
 	}
 	capFile := h.root.Join("/proc/driver/nvidia/capabilities/" + rel)
-	data, err := os.ReadFile(capFile)
+	data, err := readfile.Regular(capFile, maxCapability)
 	if err != nil {
 		return 0, fmt.Errorf("MIG capability %s: not in mig-minors and %w", key, err)
 	}

@@ -22,6 +22,10 @@ type GPU struct {
 	UUID     string `toml:"uuid" json:"uuid"`
 	Name     string `toml:"name" json:"name"`
 	PCIBusID string `toml:"pci-bus-id" json:"pciBusID"`
+	// PCIDeviceID is the GPU's PCI device and vendor ID in NVML's
+	// pciDeviceId form, 0xDDDDVVVV (0x233510DE for an H200), the form
+	// mig-parted's device-filter takes; 0 when not known.
+	PCIDeviceID uint32 `toml:"pci-device-id,omitempty" json:"pciDeviceID,omitempty"`
 	// MemoryMiB is the device memory in MiB.
 	MemoryMiB uint64 `toml:"memory-mib" json:"memoryMiB"`
 	// ComputeCapability is "major.minor", for example "8.0" for an A100.

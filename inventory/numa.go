@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -53,7 +52,7 @@ func (h *Host) ReadNUMA(devRoot string) {
 		if !ok {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus, "numa_node"))
+		data, err := readfile.Regular(filepath.Join(devRoot, "sys", "bus", "pci", "devices", bus, "numa_node"), 4096)
 		if err != nil {
 			continue
 		}

@@ -12,6 +12,8 @@ func TestEmbeddedProfiles(t *testing.T) {
 		"l40s":         {4, 0},
 		"dgx-h100-mig": {8, 56},
 		"p100":         {2, 0},
+		"h200":         {1, 0},
+		"a30":          {1, 4},
 	}
 	names := Profiles()
 	if len(names) != len(want) {

@@ -14,6 +14,9 @@ import (
 // Device carries out MIG changes on the GPUs of a host, named by UUID:
 // NVML on a real host, a Simulator on a profile file.
 type Device interface {
+	// Profiles tells the GPU's MIG profiles, for the instances of a plan
+	// made before the GPU could tell them (MIG mode off).
+	Profiles
 	// Busy describes what uses the GPU (its compute processes), empty
 	// when nothing does.
 	Busy(gpu string) (string, error)
@@ -93,6 +96,17 @@ func applyGPU(g *GPUPlan, d Device) error {
 		if err := d.SetMIGMode(g.UUID, *g.SetMIG); err != nil {
 			return fmt.Errorf("set MIG mode: %w", err)
 		}
+	}
+	if g.replan && g.SetMIG != nil && *g.SetMIG {
+		m, err := d.Model(g.gpu)
+		if err != nil {
+			return fmt.Errorf("MIG profiles with MIG mode on: %w", err)
+		}
+		create, err := Place(m, g.want)
+		if err != nil {
+			return fmt.Errorf("with the driver's MIG profiles: %w", err)
+		}
+		g.model, g.Create = m, create
 	}
 	for _, c := range g.Create {
 		p, _ := g.model.Profile(c.Profile)

@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuctk/gpuctk/inventory"
 )
 
 // Config is a mig-parted config file: named layouts.
@@ -27,15 +29,17 @@ type Config struct {
 type Entry struct {
 	// Devices are GPU indices; nil means all.
 	Devices []int
-	// Filter are product names (as NVML reports them, "NVIDIA " optional);
-	// empty means any product.
+	// Filter are product names (as NVML reports them, "NVIDIA " optional)
+	// and DeviceIDs PCI device ids (NVML's pciDeviceId, 0x20B010DE): the
+	// entry selects a GPU that either names; both empty means any GPU.
 	Filter     []string
+	DeviceIDs  []uint32
 	MIGEnabled bool
 	// MIGDevices counts MIG devices by profile name.
 	MIGDevices map[string]int
 }
 
-//go:embed configs/default.yaml
+//go:embed configs/config-default.yaml
 var embedded embed.FS
 
 // EmbeddedSource is the Source of the built-in config.
@@ -44,11 +48,12 @@ const EmbeddedSource = "embedded config"
 // maxConfigSize bounds what is read of a config file.
 const maxConfigSize = 1 << 20
 
-// LoadConfig reads the config file at path, or the built-in one (layouts
-// for A100-40GB, A100-80GB and H100-80GB) when path is empty.
+// LoadConfig reads the config file at path, or the built-in one when path
+// is empty: NVIDIA's config-default.yaml, as the GPU operator mounts it for
+// its MIG manager (see configs/README.md).
 func LoadConfig(path string) (*Config, error) {
 	if path == "" {
-		data, err := embedded.ReadFile("configs/default.yaml")
+		data, err := embedded.ReadFile("configs/config-default.yaml")
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +148,7 @@ func parseEntry(n *yaml.Node) (Entry, error) {
 		case "devices":
 			e.Devices, err = parseDevices(v)
 		case "device-filter":
-			e.Filter, err = parseFilter(v)
+			e.Filter, e.DeviceIDs, err = parseFilter(v)
 		case "mig-enabled":
 			err = v.Decode(&e.MIGEnabled)
 		case "mig-devices":
@@ -189,27 +194,63 @@ func parseDevices(v *yaml.Node) ([]int, error) {
 	return idx, nil
 }
 
-func parseFilter(v *yaml.Node) ([]string, error) {
-	var names []string
+// parseFilter splits a device-filter into product names and PCI device
+// ids. mig-parted reads every filter as a PCI device id (strconv base 0)
+// and lets one it cannot parse match nothing; gpuctk takes product names
+// as well, so a filter that starts with 0x (or is all digits) is an id,
+// and must be 0x and eight hex digits: a typo is refused rather than left
+// to match nothing.
+func parseFilter(v *yaml.Node) (names []string, ids []uint32, err error) {
+	var filters []string
 	switch v.Kind {
 	case yaml.ScalarNode:
-		names = []string{v.Value}
+		filters = []string{v.Value}
 	case yaml.SequenceNode:
-		if err := v.Decode(&names); err != nil {
-			return nil, err
+		if err := v.Decode(&filters); err != nil {
+			return nil, nil, err
 		}
 	default:
-		return nil, fmt.Errorf("must be a product name or a list of them")
+		return nil, nil, fmt.Errorf("must be a PCI device id, a product name or a list of them")
 	}
-	for _, n := range names {
-		if strings.HasPrefix(strings.ToLower(n), "0x") {
-			return nil, fmt.Errorf("%s is a PCI device id: gpuctk filters by product name, such as %q", n, models[0].Products[0])
+	for _, f := range filters {
+		if f == "" {
+			return nil, nil, fmt.Errorf("empty product name")
 		}
-		if n == "" {
-			return nil, fmt.Errorf("empty product name")
+		if !strings.HasPrefix(strings.ToLower(f), "0x") && strings.Trim(f, "0123456789") != "" {
+			names = append(names, f)
+			continue
 		}
+		id, err := parseDeviceID(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids = append(ids, id)
 	}
-	return names, nil
+	return names, ids, nil
+}
+
+// nvidiaVendor is NVIDIA's PCI vendor id, the low half of its GPUs' ids.
+const nvidiaVendor = 0x10DE
+
+// parseDeviceID reads a PCI device id as mig-parted writes it: 0x, the
+// device id and the vendor id, eight hex digits in all, either case.
+func parseDeviceID(f string) (uint32, error) {
+	const how = "write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE"
+	if dev, sub, ok := strings.Cut(f, ":"); ok {
+		return 0, fmt.Errorf("%q: gpuctk does not match PCI subsystem ids (%q): drop it to select every %q GPU", f, sub, dev)
+	}
+	hex, ok := strings.CutPrefix(strings.ToLower(f), "0x")
+	if !ok {
+		return 0, fmt.Errorf("%q is not a PCI device id in hex: %s", f, how)
+	}
+	id, err := strconv.ParseUint(hex, 16, 32)
+	if err != nil || len(hex) != 8 {
+		return 0, fmt.Errorf("%q is not a PCI device id of eight hex digits: %s", f, how)
+	}
+	if id&0xFFFF != nvidiaVendor {
+		return 0, fmt.Errorf("%q: vendor id %04X is not NVIDIA's (10DE): %s", f, id&0xFFFF, how)
+	}
+	return uint32(id), nil
 }
 
 func parseMIGDevices(v *yaml.Node, out *map[string]int) error {
@@ -269,16 +310,20 @@ func (c *Config) Layout(name string) ([]Entry, error) {
 	return l, nil
 }
 
-// matches reports whether the entry selects the GPU with this index and
-// product name.
-func (e *Entry) matches(index int, product string) bool {
-	if e.Devices != nil && !slices.Contains(e.Devices, index) {
+// matches reports whether the entry selects the GPU: by index, then by
+// PCI device id or product name. As in mig-parted, an id selects every GPU
+// with that device and vendor id, whatever its subsystem.
+func (e *Entry) matches(g *inventory.GPU) bool {
+	if e.Devices != nil && !slices.Contains(e.Devices, g.Index) {
 		return false
 	}
-	if len(e.Filter) == 0 {
+	if len(e.Filter) == 0 && len(e.DeviceIDs) == 0 {
 		return true
 	}
-	short := strings.TrimPrefix(product, "NVIDIA ")
+	if g.PCIDeviceID != 0 && slices.Contains(e.DeviceIDs, g.PCIDeviceID) {
+		return true
+	}
+	short := strings.TrimPrefix(g.Name, "NVIDIA ")
 	return slices.ContainsFunc(e.Filter, func(f string) bool {
 		f = strings.TrimPrefix(f, "NVIDIA ")
 		return strings.EqualFold(f, short)

@@ -27,6 +27,10 @@ func Export(h *inventory.Host, name string) ([]byte, error) {
 				if _, ok := m.Profile(d.Profile); ok {
 					continue
 				}
+			} else if !partial(d.Profile) {
+				// A GPU gpuctk has no data for: the driver made the
+				// profile, so apply can make it again.
+				continue
 			}
 			return nil, fmt.Errorf("GPU %d (%s): MIG device %d:%d is a %s, which gpuctk cannot make (it makes one compute instance spanning each GPU instance): no layout describes this host; apply one to replace it", g.Index, g.Name, g.Index, d.Index, d.Profile)
 		}
@@ -83,4 +87,11 @@ func Export(h *inventory.Host, name string) ([]byte, error) {
 // quote writes s as a YAML double-quoted string.
 func quote(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// partial reports whether a MIG device's profile names a compute instance
+// smaller than its GPU instance ("1c.3g.20gb"), which gpuctk never makes.
+func partial(profile string) bool {
+	c, _, ok := strings.Cut(profile, "c.")
+	return ok && c != "" && strings.Trim(c, "0123456789") == ""
 }

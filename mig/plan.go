@@ -2,6 +2,7 @@ package mig
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,8 +41,17 @@ type GPUPlan struct {
 	Create  []Instance
 	// Have and Want describe the layout now and the one asked for.
 	Have, Want string
-	// model is the GPU's model, nil when MIG is to be disabled.
+	// Note says where the profiles came from when not from the GPU
+	// itself (its driver tells them only in MIG mode); empty otherwise.
+	Note string
+	// model is the GPU's model, nil when MIG is to be disabled or its
+	// profiles are not known before MIG mode is on.
 	model *Model
+	// replan: the instances are placed again from the device's own
+	// profiles once MIG mode is on; gpu and want are what that takes.
+	replan bool
+	gpu    *inventory.GPU
+	want   map[string]int
 }
 
 // Plan is the changes that turn a host's layout into a config's.
@@ -49,15 +59,37 @@ type Plan struct {
 	Layout string
 	// GPUs are the GPUs that change, by index.
 	GPUs []GPUPlan
+	// Selected counts the GPUs an entry of the layout selects, changed or
+	// not: 0 for a layout whose device-filter names other models, such as
+	// NVIDIA's all-1g.35gb (H200, GB300) on an A100 host, which changes
+	// nothing.
+	Selected int
 }
 
 // Empty reports whether the host already has the layout.
 func (p *Plan) Empty() bool { return len(p.GPUs) == 0 }
 
+// PlanOption changes how Compute plans.
+type PlanOption func(*planner)
+
+type planner struct {
+	profiles Profiles
+}
+
+// WithProfiles makes Compute take the GPUs' MIG profiles from p (NVML's
+// on a real host) instead of gpuctk's model data.
+func WithProfiles(p Profiles) PlanOption {
+	return func(pl *planner) { pl.profiles = p }
+}
+
 // Compute plans the changes that give host h the layout called name in
 // cfg. It refuses, naming the GPU and the profile, a layout that a GPU it
 // selects cannot have; nothing is planned for GPUs no entry selects.
-func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
+func Compute(h *inventory.Host, cfg *Config, name string, opts ...PlanOption) (*Plan, error) {
+	pl := planner{profiles: DataModels{}}
+	for _, o := range opts {
+		o(&pl)
+	}
 	entries, err := cfg.Layout(name)
 	if err != nil {
 		return nil, err
@@ -73,22 +105,23 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 	p := &Plan{Layout: name}
 	for gi := range h.GPUs {
 		g := &h.GPUs[gi]
-		var entry *Entry
+		entry := -1
 		for i := range entries {
-			if !entries[i].matches(g.Index, g.Name) {
+			if !entries[i].matches(g) {
 				continue
 			}
-			if entry != nil {
-				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by more than one entry: make the entries' devices or device-filter disjoint", where, g.Index, g.Name)
+			if entry >= 0 {
+				return nil, fmt.Errorf("%s: GPU %d (%s) is selected by entries %d and %d: make the entries' devices or device-filter disjoint", where, g.Index, g.Name, entry+1, i+1)
 			}
-			entry = &entries[i]
+			entry = i
 		}
-		if entry == nil {
+		if entry < 0 {
 			continue
 		}
-		gp, err := planGPU(g, entry)
+		p.Selected++
+		gp, err := pl.planGPU(g, &entries[entry])
 		if err != nil {
-			return nil, fmt.Errorf("%s: GPU %d (%s): %w", where, g.Index, g.Name, err)
+			return nil, fmt.Errorf("%s entry %d: GPU %d (%s): %w", where, entry+1, g.Index, g.Name, err)
 		}
 		if gp != nil {
 			p.GPUs = append(p.GPUs, *gp)
@@ -98,7 +131,7 @@ func Compute(h *inventory.Host, cfg *Config, name string) (*Plan, error) {
 }
 
 // planGPU returns the changes for one GPU, nil when there are none.
-func planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
+func (pl *planner) planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
 	have := describe(g.MIGEnabled, current(g))
 	want := describe(e.MIGEnabled, e.MIGDevices)
 	gp := &GPUPlan{Index: g.Index, UUID: g.UUID, Name: g.Name, Have: have, Want: want}
@@ -110,13 +143,22 @@ func planGPU(g *inventory.GPU, e *Entry) (*GPUPlan, error) {
 		gp.SetMIG = new(false)
 		return gp, nil
 	}
-	m, ok := ModelOf(g)
-	if !ok {
-		var known []string
-		for _, m := range models {
-			known = append(known, m.Name+" ("+strings.Join(m.Products, ", ")+")")
+	m, err := pl.profiles.Model(g)
+	if errors.Is(err, ErrNeedsMIGMode) && !g.MIGEnabled {
+		// Plan from the model data where there is some, and place the
+		// instances again from the GPU's own profiles once MIG mode is
+		// on; without data, only the mode can be planned now.
+		gp.replan, gp.gpu, gp.want = true, g, e.MIGDevices
+		if data, ok := ModelOf(g); ok {
+			m = data
+			gp.Note = fmt.Sprintf("the driver reports MIG profiles only with MIG mode on: planned from gpuctk's %s model data; the instances are placed from the driver's profiles once MIG mode is on", data.Name)
+		} else {
+			gp.Note = "the driver reports MIG profiles only with MIG mode on and gpuctk has no model data for this GPU: MIG mode is enabled first, then the instances are planned from the driver's profiles"
+			gp.SetMIG = new(true)
+			return gp, nil
 		}
-		return nil, fmt.Errorf("gpuctk knows the MIG profiles of %s only", strings.Join(known, "; "))
+	} else if err != nil {
+		return nil, err
 	}
 	gp.model = m
 	create, err := Place(m, e.MIGDevices)
@@ -191,6 +233,7 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 		if n := want[name]; n > m.ComputeSlices {
 			return nil, fmt.Errorf("%d x %s needs more than the %d compute slices the %s has", n, name, m.ComputeSlices, m.Name)
 		}
+
 		for range want[name] {
 			todo = append(todo, p)
 		}
@@ -202,6 +245,13 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 	}
 	if memory > m.MemorySlices {
 		return nil, fmt.Errorf("%s needs %d memory slices; the %s has %d", describe(true, want), memory, m.Name, m.MemorySlices)
+	}
+	for _, p := range todo {
+		// NVML's instance count: a +me profile may start anywhere but
+		// holds the GPU's one set of media engines.
+		if n := want[p.Name]; p.Instances > 0 && n > p.Instances {
+			return nil, fmt.Errorf("%d x %s: the %s holds at most %d", n, p.Name, m.Name, p.Instances)
+		}
 	}
 	slices.SortStableFunc(todo, func(a, b *Profile) int {
 		return cmp.Or(cmp.Compare(b.MemorySlices, a.MemorySlices), cmp.Compare(b.ComputeSlices, a.ComputeSlices))
@@ -224,7 +274,7 @@ func Place(m *Model, want map[string]int) ([]Instance, error) {
 				continue
 			}
 			fill(used[s:s+p.MemorySlices], true)
-			out[i] = Instance{Profile: p.Name, GI: GIID(p.MemorySlices, s), Start: s, Slices: p.MemorySlices}
+			out[i] = Instance{Profile: p.Name, GI: GIID(m.MemorySlices, p.MemorySlices, s), Start: s, Slices: p.MemorySlices}
 			if fit(i + 1) {
 				return true
 			}
@@ -260,6 +310,9 @@ func placements(ps []*Profile) string {
 
 // Lines returns the plan as the lines apply prints.
 func (p *Plan) Lines() []string {
+	if p.Selected == 0 {
+		return []string{fmt.Sprintf("MIG config %q selects none of the GPUs (its entries' devices or device-filter name others): nothing to change", p.Layout)}
+	}
 	if p.Empty() {
 		return []string{fmt.Sprintf("the GPUs already have MIG config %q: nothing to change", p.Layout)}
 	}
@@ -267,6 +320,9 @@ func (p *Plan) Lines() []string {
 	for _, g := range p.GPUs {
 		at := fmt.Sprintf("GPU %d (%s, %s):", g.Index, g.Name, g.UUID)
 		out = append(out, fmt.Sprintf("%s %s -> %s", at, g.Have, g.Want))
+		if g.Note != "" {
+			out = append(out, "  note: "+g.Note)
+		}
 		for _, d := range g.Destroy {
 			out = append(out, fmt.Sprintf("  destroy GPU instance %d (%s) and its compute instances", d.GI, d.Profile))
 		}

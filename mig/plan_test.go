@@ -159,6 +159,8 @@ func TestSimulatedProfileFile(t *testing.T) {
 
 func TestPlace(t *testing.T) {
 	a100, _ := ModelOf(&inventory.GPU{Name: "NVIDIA A100-SXM4-40GB"})
+	a30, _ := ModelOf(&inventory.GPU{Name: "NVIDIA A30"})
+	h200, _ := ModelOf(&inventory.GPU{PCIDeviceID: 0x233510DE})
 	// A model whose 2-slice profile may start only at 1, to force a
 	// collision that the slice counts alone do not show.
 	odd := Model{Name: "odd", ComputeSlices: 7, MemorySlices: 8, Profiles: []Profile{
@@ -177,10 +179,15 @@ func TestPlace(t *testing.T) {
 		{"balanced", a100, map[string]int{"3g.20gb": 1, "2g.10gb": 1, "1g.5gb": 2}, "2:4 3:0 9:2 10:3", ""},
 		{"4g and 3g", a100, map[string]int{"4g.20gb": 1, "3g.20gb": 1}, "1:0 2:4", ""},
 		{"four 1g.10gb", a100, map[string]int{"1g.10gb": 4}, "3:0 4:2 5:4 6:6", ""},
-		{"unknown profile", a100, map[string]int{"1g.10gb": 1, "1g.20gb": 1}, "", "profile 1g.20gb is not one of the A100-40GB's: 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"},
+		{"unknown profile", a100, map[string]int{"1g.10gb": 1, "1g.20gb": 1}, "", "profile 1g.20gb is not one of the A100-40GB's: 1g.5gb, 1g.5gb+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"},
 		{"compute slices", a100, map[string]int{"1g.5gb": 5, "2g.10gb": 2}, "", "MIG enabled: 5 x 1g.5gb, 2 x 2g.10gb needs 9 compute slices; the A100-40GB has 7"},
 		{"huge count", a100, map[string]int{"1g.5gb": 1 << 62, "2g.10gb": 1 << 62}, "", "4611686018427387904 x 1g.5gb needs more than the 7 compute slices the A100-40GB has"},
 		{"memory slices", a100, map[string]int{"3g.20gb": 2, "1g.5gb": 1}, "", "MIG enabled: 1 x 1g.5gb, 2 x 3g.20gb needs 9 memory slices; the A100-40GB has 8"},
+		{"one +me instance", a100, map[string]int{"1g.5gb+me": 2}, "", "2 x 1g.5gb+me: the A100-40GB holds at most 1"},
+		{"A30 quarters", a30, map[string]int{"1g.6gb": 4}, "3:0 4:1 5:2 6:3", ""},
+		{"A30 halves", a30, map[string]int{"2g.12gb": 1, "2g.12gb+me": 1}, "1:0 2:2", ""},
+		{"A30 whole", a30, map[string]int{"4g.24gb": 1}, "0:0", ""},
+		{"H200 balanced", h200, map[string]int{"3g.71gb": 1, "2g.35gb": 1, "1g.18gb": 1, "1g.18gb+me": 1}, "2:4 3:0 9:2 10:3", ""},
 		{"collision", &odd, map[string]int{"2g": 2}, "", "MIG enabled: 2 x 2g does not fit: the profiles' allowed placements collide (2g spans 2 memory slices from 1)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,6 +212,24 @@ func TestPlace(t *testing.T) {
 	}
 }
 
+// TestSelectsNone checks that a layout whose entries select none of the
+// GPUs (NVIDIA's all-1g.35gb is for the H200 and GB300) plans nothing and
+// says so, rather than that the GPUs have it.
+func TestSelectsNone(t *testing.T) {
+	p, err := Compute(host(t, simulator(t, "dgx-a100")), embeddedConfig(t), "all-1g.35gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `MIG config "all-1g.35gb" selects none of the GPUs (its entries' devices or device-filter name others): nothing to change`
+	if !p.Empty() || p.Selected != 0 || strings.Join(p.Lines(), "\n") != want {
+		t.Errorf("plan %+v: %q, want %q", p, p.Lines(), want)
+	}
+	p, err = Compute(host(t, simulator(t, "h100")), embeddedConfig(t), "all-1g.10gb")
+	if err != nil || p.Selected != 1 {
+		t.Fatalf("all-1g.10gb on h100: %v, %d GPUs selected, want 1", err, p.Selected)
+	}
+}
+
 // TestRefusals checks that layouts a GPU cannot have are refused, naming
 // the GPU and the profile, before anything changes.
 func TestRefusals(t *testing.T) {
@@ -215,6 +240,13 @@ mig-configs:
     - devices: [4]
       mig-enabled: true
       mig-devices: {"3g.20gb": 2, "2g.10gb": 1}
+  more-than-it-holds:
+    - devices: [0, 1]
+      mig-enabled: false
+    - devices: [2, 3]
+      device-filter: ["0x20B010DE"]
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 5}
   missing-gpu:
     - devices: [8]
       mig-enabled: false
@@ -222,6 +254,13 @@ mig-configs:
     - devices: all
       mig-enabled: false
     - devices: [1]
+      mig-enabled: false
+  id-and-name:
+    - devices: all
+      device-filter: "0x20b010de"
+      mig-enabled: false
+    - devices: all
+      device-filter: ["H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"]
       mig-enabled: false
 `))
 	if err != nil {
@@ -232,11 +271,13 @@ mig-configs:
 		cfg             *Config
 		want            string
 	}{
-		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb": GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
-		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled": GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB`},
-		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many": GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"h100", "all-1g.5gb", cfg, `MIG config embedded config, config "all-1g.5gb" entry 1: GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's: 1g.10gb, 1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb`},
+		{"l40s", "all-enabled", cfg, `MIG config embedded config, config "all-enabled" entry 1: GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE): it has data for A100-40GB, A100-80GB, A30-24GB`},
+		{"dgx-a100", "too-many", custom, `MIG config c.yaml, config "too-many" entry 1: GPU 4 (NVIDIA A100-SXM4-40GB): MIG enabled: 1 x 2g.10gb, 2 x 3g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"dgx-a100", "more-than-it-holds", custom, `MIG config c.yaml, config "more-than-it-holds" entry 2: GPU 2 (NVIDIA A100-SXM4-40GB): MIG enabled: 5 x 1g.10gb needs 10 memory slices; the A100-40GB has 8`},
 		{"dgx-a100", "missing-gpu", custom, `MIG config c.yaml, config "missing-gpu" entry 1: GPU 8 does not exist on this host, which has 8 GPUs`},
-		{"dgx-a100", "twice", custom, `GPU 1 (NVIDIA A100-SXM4-40GB) is selected by more than one entry`},
+		{"dgx-a100", "id-and-name", custom, `config "id-and-name": GPU 0 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2:`},
+		{"dgx-a100", "twice", custom, `MIG config c.yaml, config "twice": GPU 1 (NVIDIA A100-SXM4-40GB) is selected by entries 1 and 2: make the entries' devices or device-filter disjoint`},
 	} {
 		t.Run(tc.layout, func(t *testing.T) {
 			s := simulator(t, tc.profile)
@@ -428,6 +469,22 @@ func TestExportComputeInstanceProfiles(t *testing.T) {
 	}
 	if want := "GPU 6 (NVIDIA A100-SXM4-40GB): MIG device 6:0 is a 1c.3g.20gb, which gpuctk cannot make"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q, want %q", err, want)
+	}
+}
+
+// TestExportUnknownModel: a GPU gpuctk has no model data for (its
+// profiles come from NVML) exports the profiles its driver made, and
+// still refuses a compute instance smaller than its GPU instance.
+func TestExportUnknownModel(t *testing.T) {
+	h := &inventory.Host{GPUs: []inventory.GPU{{Index: 0, UUID: "GPU-x", Name: "NVIDIA H300 Future", PCIDeviceID: 0x2FFF10DE, MIGEnabled: true,
+		MIG: []inventory.MIGDevice{{Index: 0, GI: 7, UUID: "MIG-a", Profile: "1g.18gb+me"}, {Index: 1, GI: 8, UUID: "MIG-b", Profile: "1g.18gb"}}}}}
+	data, err := Export(h, "current")
+	if err != nil || !strings.Contains(string(data), "        \"1g.18gb\": 1\n        \"1g.18gb+me\": 1\n") {
+		t.Errorf("export: %v\n%s", err, data)
+	}
+	h.GPUs[0].MIG[1].Profile = "1c.2g.35gb"
+	if _, err := Export(h, "current"); err == nil || !strings.Contains(err.Error(), "MIG device 0:1 is a 1c.2g.35gb, which gpuctk cannot make") {
+		t.Errorf("export of a 1c.2g.35gb: %v", err)
 	}
 }
 

@@ -93,14 +93,18 @@ func (s *Simulator) SetMIGMode(uuid string, enabled bool) error {
 		return fmt.Errorf("GPU instances exist")
 	}
 	if enabled {
-		if _, ok := ModelOf(g); !ok {
-			return fmt.Errorf("%s does not support MIG", g.Name)
+		if _, err := s.Model(g); err != nil {
+			return err
 		}
 	}
 	g.MIGEnabled = enabled
 	s.changed = true
 	return nil
 }
+
+// Model returns the GPU's model data: a simulated GPU has the profiles
+// gpuctk's data gives its model.
+func (s *Simulator) Model(g *inventory.GPU) (*Model, error) { return DataModels{}.Model(g) }
 
 // GPUInstances lists the GPU's GPU instance ids.
 func (s *Simulator) GPUInstances(uuid string) ([]int, error) {
@@ -141,7 +145,11 @@ func (s *Simulator) CreateGPUInstance(uuid string, p *Profile, start int) (int, 
 	if !g.MIGEnabled {
 		return 0, fmt.Errorf("MIG mode is disabled")
 	}
-	id := GIID(p.MemorySlices, start)
+	m, err := s.Model(g)
+	if err != nil {
+		return 0, err
+	}
+	id := GIID(m.MemorySlices, p.MemorySlices, start)
 	if ids, _ := s.GPUInstances(uuid); slices.Contains(ids, id) {
 		return 0, fmt.Errorf("GPU instance %d exists", id)
 	}

@@ -129,9 +129,9 @@ func openCache(dir string) (*os.Root, error) {
 	return r, nil
 }
 
-// maxCacheFile bounds what an entry may hold: the largest host's spec,
-// with every replica name, makes one of about 500 KiB.
-const maxCacheFile = 16 << 20
+// maxCacheFile bounds what an entry may hold (see cdientry.MaxSize):
+// none larger is read, none larger is written.
+const maxCacheFile = cdientry.MaxSize
 
 // mapCacheFile maps a regular file of the cache read-only, refusing a
 // symlink (O_NOFOLLOW), a FIFO (opened without blocking) or an oversized
@@ -310,6 +310,9 @@ func entryCommon(data []byte, kind string) (edits []*cdispec.ContainerEdits, ok 
 // that could not answer (replace), then removes older entries. It is
 // best-effort: a failure costs speed only.
 func writeCache(r *os.Root, fp string, data []byte, replace bool) error {
+	if len(data) > maxCacheFile {
+		return errTooLarge
+	}
 	tmp, err := createTemp(r)
 	if err != nil {
 		return err
@@ -357,6 +360,9 @@ func writeCache(r *os.Root, fp string, data []byte, replace bool) error {
 	}
 	return nil
 }
+
+// errTooLarge is an entry too large to cache: it would not be read back.
+var errTooLarge = fmt.Errorf("resolved devices over the %d MiB an entry may hold: not cached (every create resolves them again)", maxCacheFile>>20)
 
 // maxEntries bounds the names read from a cache folder, which holds a
 // handful of entries of a few files each unless something else put files

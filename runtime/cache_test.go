@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,4 +248,31 @@ func TestCreateWithEntryCutShortWhileMapped(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(f.rt.cfg.Runtime.CacheDir, entries[0].Name())); !whole(data) {
 		t.Errorf("the entry cut short was not rewritten: %q", data)
 	}
+}
+
+// TestEntryTooLargeNotWritten: an entry the runtime would not read back
+// (over maxCacheFile) is not written, and says so; one at the bound is,
+// and maps back.
+func TestEntryTooLargeNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	const fp = "0123456789abcdef0123456789abcdef"
+	if err := writeCache(root, fp, make([]byte, maxCacheFile+1), true); !errors.Is(err, errTooLarge) {
+		t.Errorf("over the bound: %v, want errTooLarge", err)
+	}
+	if names, _ := os.ReadDir(dir); len(names) != 0 {
+		t.Errorf("over the bound: %d files written", len(names))
+	}
+	if err := writeCache(root, fp, make([]byte, maxCacheFile), true); err != nil {
+		t.Fatal(err)
+	}
+	data, release, err := mapCacheFile(root, fp)
+	if err != nil || len(data) != maxCacheFile {
+		t.Fatalf("at the bound: %d bytes mapped back, %v", len(data), err)
+	}
+	release()
 }

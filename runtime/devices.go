@@ -5,12 +5,12 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 
 	"github.com/gpuctk/gpuctk/capability"
+	"github.com/gpuctk/gpuctk/internal/quote"
 )
 
 const (
@@ -102,7 +102,7 @@ func requested(spec *specs.Spec, kind string, acceptEnv bool) (*request, error) 
 		}
 		q, err := qualify(d, kind)
 		if err != nil {
-			return nil, fmt.Errorf("%s=%s: %w", EnvVar, clip(val, 200), err)
+			return nil, fmt.Errorf("%s=%s: %w", EnvVar, quote.Clip(val, quote.Bytes), err)
 		}
 		if err := r.add(q); err != nil {
 			return nil, err
@@ -129,32 +129,6 @@ func (r *request) add(device string) error {
 	return nil
 }
 
-// clip bounds a value quoted in a message.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s... (%d bytes more)", s[:n], len(s)-n)
-}
-
-// list names items in a message: at most maxListed of them, each clipped.
-func list(items []string) string {
-	var b strings.Builder
-	for i, item := range items[:min(len(items), maxListed)] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(clip(item, 200))
-	}
-	if len(items) > maxListed {
-		fmt.Fprintf(&b, " and %d more", len(items)-maxListed)
-	}
-	return b.String()
-}
-
 // fromAnnotations reads cdi.k8s.io/ annotations, in key order; their
 // values are comma lists of fully qualified names.
 func fromAnnotations(annotations map[string]string) (*request, error) {
@@ -170,7 +144,7 @@ func fromAnnotations(annotations map[string]string) (*request, error) {
 	slices.Sort(keys)
 	r := &request{source: "annotation " + keys[0], annotated: true}
 	if len(keys) > 1 {
-		r.source = "annotations " + list(keys)
+		r.source = "annotations " + quote.List(keys, maxListed)
 	}
 	for _, k := range keys {
 		for d := range strings.SplitSeq(annotations[k], ",") {
@@ -179,7 +153,7 @@ func fromAnnotations(annotations map[string]string) (*request, error) {
 				continue
 			}
 			if _, _, _, err := parser.ParseQualifiedName(d); err != nil {
-				return nil, fmt.Errorf("annotation %s: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", clip(k, 200), clip(d, 200), err)
+				return nil, fmt.Errorf("annotation %s: %q is not a fully qualified CDI device name (vendor.com/class=name): %w", quote.Clip(k, quote.Bytes), quote.Clip(d, quote.Bytes), err)
 			}
 			if err := r.add(d); err != nil {
 				return nil, err
@@ -244,7 +218,7 @@ func fromMounts(mounts []specs.Mount, kind string) (*request, error) {
 		}
 		q, err := qualify(name, kind)
 		if err != nil {
-			return nil, fmt.Errorf("mount %s: %w", clip(m.Destination, 200), err)
+			return nil, fmt.Errorf("mount %s: %w", quote.Clip(m.Destination, quote.Bytes), err)
 		}
 		if err := r.add(q); err != nil {
 			return nil, err
@@ -262,15 +236,15 @@ func qualify(name, kind string) (string, error) {
 	if strings.Contains(name, "=") {
 		vendor, class, _, err := parser.ParseQualifiedName(name)
 		if err != nil {
-			return "", fmt.Errorf("%q is not a CDI device name: %w", clip(name, 200), err)
+			return "", fmt.Errorf("%q is not a CDI device name: %w", quote.Clip(name, quote.Bytes), err)
 		}
 		if vendor+"/"+class != kind {
-			return "", fmt.Errorf("%q is not a %s device: name devices of other kinds with cdi.k8s.io/ annotations", clip(name, 200), kind)
+			return "", fmt.Errorf("%q is not a %s device: name devices of other kinds with cdi.k8s.io/ annotations", quote.Clip(name, quote.Bytes), kind)
 		}
 		return name, nil
 	}
 	if err := parser.ValidateDeviceName(name); err != nil {
-		return "", fmt.Errorf("%q is not a device name (0, GPU-<uuid>, mig-0, 0:1, 0::1, all or vendor.com/class=name): %w", clip(name, 200), err)
+		return "", fmt.Errorf("%q is not a device name (0, GPU-<uuid>, mig-0, 0:1, 0::1, all or vendor.com/class=name): %w", quote.Clip(name, quote.Bytes), err)
 	}
 	return kind + "=" + name, nil
 }

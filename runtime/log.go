@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/gpuctk/gpuctk/internal/quote"
 )
 
 // logger appends entries to the configured log file (text) and to runc's
@@ -71,7 +73,7 @@ func (l *logger) write(level, format string, a ...any) {
 	if len(a) > 0 {
 		msg = fmt.Sprintf(format, a...)
 	}
-	msg = clip(msg, maxMessage)
+	msg = quote.Clip(msg, maxMessage)
 	now := time.Now().UTC().Format(time.RFC3339Nano) // UTC: no time zone file to read on every create
 	for _, s := range l.sinks {
 		if s.bad {

@@ -39,22 +39,25 @@ func resolveChild(dirs []string) ([]byte, error) {
 	// Nothing of the container engine's environment: GPUCTK_ variables
 	// would set the child's flags.
 	cmd.Env = []string{"PATH=" + systemDirs}
-	var stdout, stderr cappedBuffer
-	stdout.max, stderr.max = maxCacheFile, 4096
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &cappedBuffer{max: maxCacheFile}, &cappedBuffer{max: 4096}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(stderr.buf.String())
 		if msg != "" {
 			err = fmt.Errorf("%w: %s", err, strings.ReplaceAll(msg, "\n", "; "))
 		}
 		return nil, fmt.Errorf("%s %s: %w", gpuctk, strings.Join(ResolveCommand, " "), err)
 	}
-	if stdout.over || !whole(stdout.Bytes()) {
+	if stdout.over {
+		return nil, fmt.Errorf("%s %s printed more than the %d MiB of resolved devices gpuctk-runtime reads: remove specs from %s",
+			gpuctk, strings.Join(ResolveCommand, " "), maxCacheFile>>20, strings.Join(dirs, ", "))
+	}
+	if !whole(stdout.buf.Bytes()) {
 		return nil, fmt.Errorf("%s %s printed no resolved devices this gpuctk-runtime reads (install the gpuctk of the same version)",
 			gpuctk, strings.Join(ResolveCommand, " "))
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf.Bytes(), nil
 }
 
 // findGpuctk returns the gpuctk installed beside this binary, else the
@@ -80,18 +83,20 @@ func findGpuctk() (string, error) {
 }
 
 // cappedBuffer keeps the first max bytes written to it and says whether
-// more came.
+// more came. It is an io.Writer and nothing else: a buffer with a
+// ReadFrom (bytes.Buffer's) would let io.Copy, which exec.Cmd uses to fill
+// it, read past the cap.
 type cappedBuffer struct {
-	bytes.Buffer
+	buf  bytes.Buffer
 	max  int
 	over bool
 }
 
 func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
-		b.Buffer.Write(p[:max(room, 0)])
+	if room := b.max - b.buf.Len(); len(p) > room {
+		b.buf.Write(p[:max(room, 0)])
 		b.over = true
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
@@ -30,4 +31,43 @@ func TestBinaryLinksNoLibrary(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCappedBufferThroughCopy fills the capped buffer as exec.Cmd does,
+// with io.Copy: the cap holds however the bytes come (a bytes.Buffer
+// embedded gave io.Copy its ReadFrom, which read past the cap).
+func TestCappedBufferThroughCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int64
+		over bool
+	}{
+		{"under", 1000, false},
+		{"at the cap", 4096, false},
+		{"over", 4097, true},
+		{"far over", 64 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &cappedBuffer{max: 4096}
+			n, err := io.Copy(b, io.LimitReader(zeros{}, tc.size))
+			if err != nil || n != tc.size {
+				t.Fatalf("io.Copy: %d, %v; want %d bytes taken", n, err, tc.size)
+			}
+			if want := min(tc.size, 4096); int64(b.buf.Len()) != want || b.over != tc.over {
+				t.Errorf("kept %d bytes, over %v; want %d, %v", b.buf.Len(), b.over, want, tc.over)
+			}
+		})
+	}
+	var _ io.Writer = &cappedBuffer{}
+	if _, ok := any(&cappedBuffer{}).(io.ReaderFrom); ok {
+		t.Error("cappedBuffer has a ReadFrom: io.Copy would bypass its cap")
+	}
+}
+
+// zeros is an endless reader that is not an io.WriterTo, as a pipe.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/gpuctk/gpuctk/internal/cdientry"
 	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/internal/jsonobj"
+	"github.com/gpuctk/gpuctk/internal/quote"
 )
 
 // Runtime is one invocation of gpuctk-runtime.
@@ -238,7 +239,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 		var unknown []string
 		req.optional, unknown = capabilities(&asked, kind)
 		if len(unknown) > 0 {
-			log.Warnf("create %s: %s names capabilities gpuctk does not know, ignored: %s (known: compute, utility, %s, all)", inv.id, CapabilitiesVar, list(unknown), capabilityNames())
+			log.Warnf("create %s: %s names capabilities gpuctk does not know, ignored: %s (known: compute, utility, %s, all)", inv.id, CapabilitiesVar, quote.List(unknown, maxListed), capabilityNames())
 		}
 	}
 	e, err := readEditable(doc, asked.Annotations, asked.Mounts, process, env)
@@ -268,7 +269,7 @@ func (r *Runtime) create(inv invocation, log *logger) error {
 	if req.commonOnly {
 		log.Infof("create %s: injected the driver of %s without devices (%s)", inv.id, kind, req.source)
 	} else {
-		log.Infof("create %s: injected %s (from %s)", inv.id, list(req.devices), req.source)
+		log.Infof("create %s: injected %s (from %s)", inv.id, quote.List(req.devices, maxListed), req.source)
 	}
 	return nil
 }
@@ -364,7 +365,19 @@ func (r *Runtime) inject(spec *specs.Spec, req *request, kind string, log *logge
 	// 10 ms at most) would go unseen.
 	if root != nil {
 		if fp2, newest := fingerprint(dirs); fp2 == fp && time.Since(newest) > racyWindow {
-			writeCache(root, fp, data, replace)
+			if err := writeCache(root, fp, data, replace); errors.Is(err, errTooLarge) {
+				log.Warnf("device cache %s: %v", r.cfg.Runtime.CacheDir, err)
+			}
+		}
+	}
+	// Said once per state of the spec dirs, when they are read: the
+	// creates the cache answers say nothing.
+	if index, ok := entryIndex(data); ok {
+		for _, e := range index.Errors[:min(len(index.Errors), maxListed)] {
+			log.Warnf("CDI spec not loaded: %s", quote.Clip(e, maxSpecError))
+		}
+		if n := len(index.Errors) - maxListed; n > 0 {
+			log.Warnf("and %d more CDI specs not loaded: `gpuctk cdi list` lists them", n)
 		}
 	}
 	if ok, err := applyEntry(spec, data, req, dirs, kind); ok {
@@ -445,7 +458,7 @@ func applyRequest(spec *specs.Spec, edits []*cdispec.ContainerEdits, req *reques
 			if req.commonOnly {
 				return fmt.Errorf("common edits of a %s spec: %w", kind, err)
 			}
-			return fmt.Errorf("inject %s: %w", list(req.devices), err)
+			return fmt.Errorf("inject %s: %w", quote.List(req.devices, maxListed), err)
 		}
 	}
 	return nil
@@ -456,7 +469,7 @@ func (req *request) what() string {
 	if req.commonOnly {
 		return "the driver (" + req.source + ")"
 	}
-	return list(req.devices)
+	return quote.List(req.devices, maxListed)
 }
 
 // withOptional asks lookup for req's devices and its optional ones, then,
@@ -525,25 +538,41 @@ const maxListed = 12
 func unknownDevices(unknown []string, req *request, dirs, have, errs []string) error {
 	known := "provide no device at all: run `gpuctk cdi generate`"
 	if len(have) > 0 {
-		known = "provide " + strings.Join(have[:min(len(have), maxListed)], ", ")
+		known = "provide " + quote.List(have, maxListed)
 	}
 	if len(have) > maxListed {
-		known += fmt.Sprintf(" and %d more (`gpuctk cdi list` shows them all)", len(have)-maxListed)
+		known += " (`gpuctk cdi list` shows them all)"
 	}
 	what := "device"
 	if len(unknown) > 1 {
 		what = "devices"
 	}
 	return fmt.Errorf("unknown %s %s (requested by %s): the CDI specs in %s %s%s",
-		what, list(unknown), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
+		what, quote.List(unknown, maxListed), req.source, strings.Join(dirs, ", "), known, specErrorsNote(errs))
 }
 
 func specErrorsNote(errs []string) string {
 	if len(errs) == 0 {
 		return ""
 	}
-	return " (specs that failed to load: " + strings.ReplaceAll(strings.Join(errs, "; "), "\n", "; ") + ")"
+	// A few, each bounded: a foreign spec's error may quote a name of
+	// megabytes, and 150 files may fail.
+	const shown = 3
+	var b strings.Builder
+	for i, e := range errs[:min(len(errs), shown)] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(quote.Clip(strings.ReplaceAll(e, "\n", "; "), maxSpecError))
+	}
+	if n := len(errs) - shown; n > 0 {
+		fmt.Fprintf(&b, "; and %d more: `gpuctk cdi list` shows them", n)
+	}
+	return " (specs that failed to load: " + b.String() + ")"
 }
+
+// maxSpecError bounds a spec's load error quoted in a message.
+const maxSpecError = 1000
 
 // setVoid leaves NVIDIA_VISIBLE_DEVICES=void, once, so that neither this
 // runtime nor a legacy hook injects again.
@@ -583,7 +612,7 @@ func jsonError(data []byte, err error) error {
 			want = "a number"
 		}
 		// Both quote the document: a number may be a megabyte long.
-		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", clip(te.Field, 200), article(te.Value), clip(te.Value, 200), want)
+		return fmt.Errorf("not a valid OCI spec: %q is %s %s, want %s", quote.Clip(te.Field, quote.Bytes), article(te.Value), quote.Clip(te.Value, quote.Bytes), want)
 	}
 	var dup *jsonobj.DuplicateKeyError
 	if errors.As(err, &dup) {

@@ -11,6 +11,9 @@ import (
 
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/cdientry"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // The first create after a spec change parsed the spec with the CDI
@@ -63,7 +66,9 @@ func gpuctkSpec(dirs []string) (*cdispec.Spec, *specJSON, error) {
 	if path == "" {
 		return nil, nil, errNotOurs
 	}
-	data, err := os.ReadFile(path)
+	// Through the gate for files others control: the only file of the
+	// folder may still be a 1 GiB one, or a FIFO swapped in since listed.
+	data, err := readfile.Regular(path, cdientry.MaxSpecSize)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,8 @@ import (
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/gpuctk/gpuctk/internal/readfile"
 )
 
 // gpuctkSpecs are the specs gpuctk writes for the embedded profiles (the
@@ -241,5 +243,23 @@ func TestSpecCuttings(t *testing.T) {
 				t.Errorf("%s cutting %d: parseGpuctkYAML differs from the library", path, i)
 			}
 		}
+	}
+}
+
+// TestGpuctkSpecUnfit: the one spec file of the folder is read through
+// the gate: a 1 GiB sparse file is refused by its size, not read (before,
+// os.ReadFile took the GiB); the library's child then says what it is.
+func TestGpuctkSpecUnfit(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "nvidia.yaml")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	var tl *readfile.TooLargeError
+	if _, _, err := gpuctkSpec([]string{dir}); !errors.As(err, &tl) || tl.Size != 1<<30 {
+		t.Errorf("%v, want it refused by its size", err)
 	}
 }

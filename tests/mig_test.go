@@ -6,9 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mig"
@@ -136,6 +139,69 @@ func TestMIGApplyLocked(t *testing.T) {
 	}
 }
 
+// nvidiaConfig copies NVIDIA's config-default.yaml, as the GPU operator
+// mounts it, to a file of the test's, as an operator would have it.
+func nvidiaConfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config-default.yaml")
+	copyFile(t, filepath.Join("..", "mig", "configs", "config-default.yaml"), path, 0o644)
+	return path
+}
+
+// TestMIGApplyNVIDIAConfig applies layouts of NVIDIA's config-default.yaml
+// given with -f: all-balanced, whose entries select GPUs by PCI device id,
+// and all-1g.5gb, on the simulated hosts of each model.
+func TestMIGApplyNVIDIAConfig(t *testing.T) {
+	file := nvidiaConfig(t)
+	for _, tc := range []struct {
+		profile, layout string
+		want            string // each GPU's MIG devices afterwards, by profile
+		devices         int
+	}{
+		{"dgx-a100", "all-balanced", "1g.5gb 1g.5gb 2g.10gb 3g.20gb", 32},
+		{"dgx-a100", "all-1g.5gb", "1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb 1g.5gb", 56},
+		{"h100", "all-balanced", "1g.10gb 1g.10gb 2g.20gb 3g.40gb", 4},
+		{"dgx-h100-mig", "all-balanced", "1g.10gb 1g.10gb 2g.20gb 3g.40gb", 32},
+	} {
+		t.Run(tc.profile+"/"+tc.layout, func(t *testing.T) {
+			host := simulatedProfile(t, tc.profile)
+			spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+			_, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", file, "-c", tc.layout, "--simulate", host, "--output", spec)
+			if code != 0 || !strings.Contains(errs, fmt.Sprintf(" %d MIG devices", tc.devices)) {
+				t.Fatalf("apply: exit %d: %s", code, errs)
+			}
+			p, err := inventory.LoadProfile(host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range p.GPUs {
+				var got []string
+				for _, d := range g.MIG {
+					got = append(got, d.Profile)
+				}
+				slices.Sort(got)
+				if !g.MIGEnabled || strings.Join(got, " ") != tc.want {
+					t.Errorf("GPU %d: MIG %v, devices %v, want %s", g.Index, g.MIGEnabled, got, tc.want)
+				}
+			}
+			if _, errs, code := gpuctkRun(t, nil, "mig", "assert", "-f", file, "-c", tc.layout, "--simulate", host); code != 0 {
+				t.Errorf("assert after apply: exit %d: %s", code, errs)
+			}
+		})
+	}
+	// all-1g.35gb is for H200 and GB300 GPUs: an A100 host is left as is,
+	// and told so.
+	host := simulatedProfile(t, "dgx-a100")
+	before, _ := os.ReadFile(host)
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", file, "-c", "all-1g.35gb", "--simulate", host, "--output", filepath.Join(t.TempDir(), "nvidia.yaml"))
+	if code != 0 || !strings.HasPrefix(out, `MIG config "all-1g.35gb" selects none of the GPUs`) {
+		t.Errorf("layout for other models: exit %d: %s%s", code, out, errs)
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(before) {
+		t.Error("the host file changed")
+	}
+}
+
 // TestMIGBadInput checks that each refusal is one line, a non-zero exit,
 // and leaves the host file and the spec as they were.
 func TestMIGBadInput(t *testing.T) {
@@ -148,12 +214,20 @@ func TestMIGBadInput(t *testing.T) {
 		{"no layout", "dgx-a100", func(*testing.T) []string { return nil }, "no layout chosen: give -c NAME"},
 		{"unknown layout", "dgx-a100", func(*testing.T) []string { return []string{"-c", "all-9g"} }, `MIG config embedded config has no config "all-9g": use one of all-1g.10gb, `},
 		{"profile the GPU lacks", "h100", func(*testing.T) []string { return []string{"-c", "all-1g.5gb"} }, `GPU 0 (NVIDIA H100 80GB HBM3): profile 1g.5gb is not one of the H100-80GB's:`},
-		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk knows the MIG profiles of A100-40GB"},
+		{"GPU without MIG", "l40s", func(*testing.T) []string { return []string{"-c", "all-enabled"} }, "GPU 0 (NVIDIA L40S): gpuctk has no MIG model data for the NVIDIA L40S (PCI device id 0x26B910DE)"},
 		{"too many slices", "dgx-a100", func(t *testing.T) []string {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  big:\n    - devices: [0]\n      mig-enabled: true\n      mig-devices: {\"4g.20gb\": 2}\n"), 0o644)
 			return []string{"-f", f, "-c", "big"}
-		}, `config "big": GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		}, `config "big" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): MIG enabled: 2 x 4g.20gb needs 8 compute slices; the A100-40GB has 7`},
+		{"device-filter not hex", "dgx-a100", func(t *testing.T) []string {
+			f := filepath.Join(t.TempDir(), "mig.yaml")
+			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      device-filter: [\"0x20B0\"]\n      mig-enabled: false\n"), 0o644)
+			return []string{"-f", f, "-c", "a"}
+		}, `config "a" entry 1: field device-filter: line 5: "0x20B0" is not a PCI device id of eight hex digits: write the device and vendor ids as 0x and eight hex digits, such as 0x20B010DE`},
+		{"NVIDIA's layout for a profile the GPU lacks", "dgx-a100", func(t *testing.T) []string {
+			return []string{"-f", nvidiaConfig(t), "-c", "all-1g.18gb"}
+		}, `config "all-1g.18gb" entry 1: GPU 0 (NVIDIA A100-SXM4-40GB): profile 1g.18gb is not one of the A100-40GB's: 1g.5gb,`},
 		{"unknown field", "dgx-a100", func(t *testing.T) []string {
 			f := filepath.Join(t.TempDir(), "mig.yaml")
 			os.WriteFile(f, []byte("version: v1\nmig-configs:\n  a:\n    - devices: all\n      mig-enabled: true\n      mig-device: {}\n"), 0o644)
@@ -378,5 +452,174 @@ func TestMIGApplySimulatedKeepsHostSpec(t *testing.T) {
 	// The layout itself was applied to the profile file.
 	if out, errs, code := gpuctkRun(t, nil, "mig", "assert", "-c", "all-balanced", "--simulate", host); code != 0 {
 		t.Errorf("assert after apply: exit %d: %s%s", code, out, errs)
+	}
+}
+
+// TestMIGApplyH200 partitions a simulated H200, a model the hard-coded
+// table did not have, with the shipped binaries: apply makes seven
+// 1g.18gb devices at the profile's placements, and the spec, the labels,
+// the device plugin's resources and the MPS bound per MIG device all take
+// the H200's profile (16 GiB, 16 SMs). A layout asking for two of the one
+// +me instance the GPU holds is refused in one line, changing nothing.
+func TestMIGApplyH200(t *testing.T) {
+	host := simulatedProfile(t, "h200")
+	layouts := filepath.Join(t.TempDir(), "layouts.yaml")
+	if err := os.WriteFile(layouts, []byte("version: v1\nmig-configs:\n  all-1g.18gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n  two-me:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb+me\": 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(host)
+	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", layouts, "-c", "two-me", "--simulate", host)
+	if code == 0 || out != "" || strings.TrimSpace(errs) != `gpuctk: MIG config `+layouts+`, config "two-me": GPU 0 (NVIDIA H200): 2 x 1g.18gb+me: the H200-141GB holds at most 1` {
+		t.Errorf("two +me instances: exit %d: %s%s", code, out, errs)
+	}
+	if after, _ := os.ReadFile(host); string(after) != string(before) {
+		t.Error("a refused layout changed the host file")
+	}
+
+	spec := filepath.Join(t.TempDir(), "nvidia.yaml")
+	out, errs, code = gpuctkRun(t, nil, "mig", "apply", "-f", layouts, "-c", "all-1g.18gb", "--simulate", host, "--output", spec)
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, errs)
+	}
+	want := "GPU 0 (NVIDIA H200, GPU-3f0c2a91-7b5e-4d8a-9c16-2e8b5d4f7a03): MIG disabled -> MIG enabled: 7 x 1g.18gb\n  set MIG mode enabled\n"
+	for gi := 7; gi <= 13; gi++ {
+		want += fmt.Sprintf("  create GPU instance %d (1g.18gb, memory slice %d) with one compute instance\n", gi, gi-7)
+	}
+	if out != want {
+		t.Errorf("plan:\n%s\nwant:\n%s", out, want)
+	}
+	if !strings.Contains(errs, "1 GPU, 7 MIG devices, 0 replicas") {
+		t.Errorf("spec: %s", errs)
+	}
+	gen, _ := os.ReadFile(spec)
+	names := " " + strings.Join(nvmlDeviceNames(t, mustJSON(t, host)), " ") + " "
+	for _, n := range []string{"mig-0", "mig-6", "0:0", "0:6"} {
+		if !strings.Contains(names, " "+n+" ") || !strings.Contains(string(gen), `name: "`+n+`"`) {
+			t.Errorf("spec lacks %s: %s", n, names)
+		}
+	}
+
+	single := writeConfig(t, "[kubernetes]\nmig-strategy = \"single\"\n")
+	labels := run(t, bin("gpuctk"), "labels", "--simulate", host, "--config", single)
+	for _, l := range []string{"nvidia.com/gpu.product=NVIDIA-H200-MIG-1g.18gb\n", "nvidia.com/gpu.count=7\n", "nvidia.com/gpu.memory=16384\n",
+		"nvidia.com/gpu.multiprocessors=16\n", "nvidia.com/gpu.slices.gi=1\n", "nvidia.com/gpu.engines.jpeg=1\n", "nvidia.com/gpu.engines.ofa=0\n"} {
+		if !strings.Contains(labels, l) {
+			t.Errorf("labels lack %q:\n%s", l, labels)
+		}
+	}
+	mixed := writeConfig(t, "[kubernetes]\nmig-strategy = \"mixed\"\n[mps]\nstate-root = \""+t.TempDir()+"\"\n")
+	if labels := run(t, bin("gpuctk"), "labels", "--simulate", host, "--config", mixed); !strings.Contains(labels, "nvidia.com/mig-1g.18gb.count=7\n") {
+		t.Errorf("mixed labels:\n%s", labels)
+	}
+	_, stream := runPlugin(t, "nvidia.com/mig-1g.18gb", nil, "--config", mixed, "--simulate", host, "--cdi-dir", t.TempDir())
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("ListAndWatch: %v", err)
+	}
+	if len(resp.Devices) != 7 {
+		t.Errorf("nvidia.com/mig-1g.18gb: %d devices, want 7", len(resp.Devices))
+	}
+
+	// One MPS client per SM of the MIG device: 16 on a 1g.18gb.
+	for replicas, ok := range map[int]bool{16: true, 17: false} {
+		cfg := writeConfig(t, fmt.Sprintf("[[sharing]]\ndevices = [\"mig-0\"]\nstrategy = \"mps\"\nreplicas = %d\n", replicas))
+		cmd := exec.Command(bin("gpuctk"), "cdi", "generate", "--simulate", host, "--config", cfg, "--output", "-")
+		b, err := cmd.CombinedOutput()
+		if (err == nil) != ok || !ok && !strings.Contains(string(b), "which has 16") {
+			t.Errorf("mps x%d on a 1g.18gb: %v: %.300s", replicas, err, b)
+		}
+	}
+}
+
+// mustJSON is the spec `gpuctk cdi generate --simulate host` writes, in JSON.
+func mustJSON(t *testing.T, host string) string {
+	t.Helper()
+	out, errs, code := gpuctkRun(t, nil, "cdi", "generate", "--simulate", host, "--format", "json")
+	if code != 0 {
+		t.Fatalf("generate: %s", errs)
+	}
+	return out
+}
+
+// TestMIGDryRunNVML plans all-1g.18gb on an H200 through NVML with the
+// shipped binary while every NVML call that would change the GPU fails:
+// --dry-run prints the plan and changes nothing. With MIG off, the
+// driver (as many do) reports no profile, and the plan says it comes
+// from gpuctk's H200 data; with MIG on, a GPU gpuctk has no data for
+// plans from the driver's own profiles.
+func TestMIGDryRunNVML(t *testing.T) {
+	p, err := inventory.LoadProfile("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var faults []fakenvml.Fault
+	for _, f := range []string{"nvmlDeviceSetMigMode", "nvmlDeviceCreateGpuInstance", "nvmlDeviceCreateGpuInstanceWithPlacement",
+		"nvmlGpuInstanceCreateComputeInstance", "nvmlGpuInstanceDestroy", "nvmlComputeInstanceDestroy"} {
+		faults = append(faults, fakenvml.Fault{Function: f, GPU: -1, Return: nvml.ERROR_NO_PERMISSION})
+	}
+	layouts := filepath.Join(t.TempDir(), "layouts.yaml")
+	if err := os.WriteFile(layouts, []byte("version: v1\nmig-configs:\n  all-1g.18gb:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	creates := ""
+	for gi := 7; gi <= 13; gi++ {
+		creates += fmt.Sprintf("  create GPU instance %d (1g.18gb, memory slice %d) with one compute instance\n", gi, gi-7)
+	}
+	for _, tc := range []struct {
+		name     string
+		edit     func(string) string
+		wantNote string
+	}{
+		{"MIG off", func(s string) string { return s },
+			"  note: the driver reports MIG profiles only with MIG mode on: planned from gpuctk's H200-141GB model data; the instances are placed from the driver's profiles once MIG mode is on\n  set MIG mode enabled\n"},
+		{"unknown GPU, MIG on", func(s string) string {
+			s = strings.Replace(s, " off 143771 ", " on 143771 ", 1)
+			s = strings.ReplaceAll(s, "NVIDIA H200", "NVIDIA H300 Future")
+			return strings.Replace(s, "pci 0x233510DE", "pci 0x2FFF10DE", 1)
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, hostFile := nvmlRoot(t, p, faults...)
+			data, _ := os.ReadFile(hostFile)
+			if tc.name != "MIG off" {
+				// The library reports the H200's profiles for a GPU
+				// of another name and id, as a newer one would.
+				var model strings.Builder
+				g := p.GPUs[0]
+				g.MIGEnabled = true
+				if err := fakenvml.Write(&model, &inventory.Host{DriverVersion: p.DriverVersion, CUDAVersion: p.CUDAVersion, GPUs: []inventory.GPU{g}}); err != nil {
+					t.Fatal(err)
+				}
+				var profiles []string
+				for _, l := range strings.Split(model.String(), "\n") {
+					if strings.HasPrefix(l, "profile ") {
+						profiles = append(profiles, l)
+					}
+				}
+				s := tc.edit(string(data))
+				s = strings.Replace(s, "pci 0x2FFF10DE\n", "pci 0x2FFF10DE\n"+strings.Join(profiles, "\n")+"\n", 1)
+				data = []byte(s)
+				if err := os.WriteFile(hostFile, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			env := []string{fakenvml.EnvVar + "=" + hostFile}
+			out, errs, code := gpuctkRun(t, env, "mig", "apply", "--dry-run", "-f", layouts, "-c", "all-1g.18gb", "--driver-root", root)
+			if code != 0 {
+				t.Fatalf("dry run: exit %d: %s\n%s", code, errs, out)
+			}
+			name := "NVIDIA H200"
+			have := "MIG disabled"
+			if tc.name != "MIG off" {
+				name, have = "NVIDIA H300 Future", "MIG enabled, no MIG devices"
+			}
+			want := "GPU 0 (" + name + ", GPU-3f0c2a91-7b5e-4d8a-9c16-2e8b5d4f7a03): " + have + " -> MIG enabled: 7 x 1g.18gb\n" + tc.wantNote + creates
+			if out != want {
+				t.Errorf("plan:\n%s\nwant:\n%s", out, want)
+			}
+			if after, _ := os.ReadFile(hostFile); string(after) != string(data) {
+				t.Error("the dry run changed the GPU")
+			}
+		})
 	}
 }

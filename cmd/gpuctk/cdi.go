@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/gpuctk/gpuctk/internal/cdiresolve"
 	"github.com/gpuctk/gpuctk/internal/pagecache"
 	"github.com/gpuctk/gpuctk/internal/plural"
+	"github.com/gpuctk/gpuctk/internal/quote"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -137,7 +140,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 			}
 			warmPrograms(c, cfg)
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %s is fresh (%s): nothing written\n", out, sum)
-			return sameNamesBeside(out)
+			return sameNamesBeside(c.App.ErrWriter, out)
 		}
 	}
 	if out == "" {
@@ -168,32 +171,56 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
 	}
 	warmPrograms(c, cfg)
-	return sameNamesBeside(out)
+	return sameNamesBeside(c.App.ErrWriter, out)
 }
 
 // sameNamesBeside returns an error naming the spec files of out's folder
 // that define names out defines: CDI readers then resolve none of those
 // names from the folder (the spec written as JSON beside the YAML of an
-// earlier run, or a copy of it), so containers would get no device.
-func sameNamesBeside(out string) error {
-	_, conflicts, _, err := cdi.List([]string{filepath.Dir(out)})
-	if err != nil {
-		return nil // cdi list says why
+// earlier run, or a copy of it), so containers would get no device. Only
+// out's names are looked up, so the work is linear in the folder's names
+// however many other specs define the same ones. Files of the folder that
+// do not load (another vendor's FIFO, a broken spec) are warnings on w:
+// CDI runtimes that read the folder fail or hang on them.
+func sameNamesBeside(w io.Writer, out string) error {
+	set := cdiresolve.Load([]string{filepath.Dir(out)})
+	for _, e := range set.Errors {
+		fmt.Fprintf(w, "gpuctk: warning: spec beside %s not loaded: %v\n", filepath.Base(out), e)
 	}
-	self, err := os.Stat(out)
-	if err != nil {
+	own := slices.IndexFunc(set.Specs, func(s cdiresolve.Spec) bool { return filepath.Base(s.Path) == filepath.Base(out) })
+	if own < 0 {
 		return nil
 	}
-	var errs []error
-	for _, cf := range conflicts {
-		for i, f := range cf.Files {
-			if fi, err := os.Stat(f); err == nil && os.SameFile(fi, self) {
-				other := cf.Files[1-i]
-				errs = append(errs, fmt.Errorf("%s defines the same %s as %s: CDI readers resolve none of them from one folder, so containers get no device; remove %s", other, plural.Count(len(cf.Names), "device name"), out, other))
+	shared := map[int]int{} // another spec -> the names of out it defines
+	total := 0
+	for _, d := range set.Specs[own].Devices {
+		dev := set.Specs[own].GetDevice(d.Name)
+		if dev == nil {
+			continue
+		}
+		defs := set.Defined[dev.GetQualifiedName()]
+		for _, i := range defs {
+			if i != own {
+				shared[i]++
 			}
 		}
+		if len(defs) > 1 {
+			total++
+		}
 	}
-	return errors.Join(errs...)
+	others := slices.Sorted(maps.Keys(shared))
+	switch len(others) {
+	case 0:
+		return nil
+	case 1:
+		other := set.Specs[others[0]].Path
+		return fmt.Errorf("%s defines the same %s as %s: CDI readers resolve none of them from one folder, so containers get no device; remove %s", other, plural.Count(shared[others[0]], "device name"), out, other)
+	}
+	paths := make([]string, len(others))
+	for i, o := range others {
+		paths[i] = set.Specs[o].Path
+	}
+	return fmt.Errorf("%s define %s that %s defines: CDI readers resolve none of them from one folder, so containers get no device; remove those specs", quote.List(paths, 3), plural.Count(total, "device name"), out)
 }
 
 // warmPrograms reads the files of the hook and of gpuctk-runtime into the
@@ -415,9 +442,9 @@ func list(c *cli.Context) error {
 	}
 	switch n := len(conflicts); {
 	case n == 1:
-		return fmt.Errorf("1 pair of specs defines the same device names: CDI readers resolve none of them from one folder, and only the later folder's from two; remove or rename one spec")
+		return fmt.Errorf("specs define the same device names: CDI readers resolve none of them from one folder, and only the latest folder's from several; remove or rename all but one spec")
 	case n > 1:
-		return fmt.Errorf("%d pairs of specs define the same device names: CDI readers resolve none of them from one folder, and only the later folder's from two; remove or rename one spec of each pair", n)
+		return fmt.Errorf("%d sets of specs define the same device names: CDI readers resolve none of them from one folder, and only the latest folder's from several; remove or rename all but one spec of each set", n)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -95,5 +97,37 @@ func TestGenerateBesideSameNames(t *testing.T) {
 	}
 	if _, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--simulate", "l40s", "--output", json, "--if-stale"); status != 0 {
 		t.Errorf("generate alone in its folder: exit %d: %s", status, stderr)
+	}
+}
+
+// TestGenerateBesideManySameNames: many files defining the names of the
+// spec generate writes are one error line naming a few and counting the
+// rest, and a file of the folder that is not a spec is a warning.
+func TestGenerateBesideManySameNames(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(cfg, []byte("[runtime]\ncache-dir = \""+filepath.Join(dir, "no-cache")+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs := filepath.Join(dir, "cdi")
+	out := filepath.Join(specs, "nvidia.yaml")
+	if _, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--simulate", "l40s", "--output", out); status != 0 {
+		t.Fatalf("first generate: exit %d: %s", status, stderr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		os.WriteFile(filepath.Join(specs, fmt.Sprintf("copy-%d.yaml", i)), data, 0o644)
+	}
+	if err := syscall.Mkfifo(filepath.Join(specs, "fifo.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, status := gpuctk(t, "cdi", "generate", "--config", cfg, "--simulate", "l40s", "--output", out)
+	copies := filepath.Join(specs, "copy-0.yaml") + ", " + filepath.Join(specs, "copy-1.yaml") + ", " + filepath.Join(specs, "copy-2.yaml") + " and 2 more define 16 device names that " + out + " defines"
+	fifo := "gpuctk: warning: spec beside nvidia.yaml not loaded: " + filepath.Join(specs, "fifo.yaml") + ": a FIFO, not a spec file"
+	if status != 1 || !strings.Contains(stderr, copies) || !strings.Contains(stderr, fifo) {
+		t.Errorf("exit %d, stderr:\n%s\nwant 1, %q and %q", status, stderr, copies, fifo)
 	}
 }

@@ -25,7 +25,7 @@ func migFlags(layout bool) []cli.Flag {
 	}
 	if layout {
 		flags = append(flags,
-			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, EnvVars: envVar("mig-config-file"), Usage: "mig-parted config file (default: config [mig] config-file, else the built-in layouts for A100-40GB, A100-80GB and H100-80GB)"},
+			&cli.StringFlag{Name: "file", Aliases: []string{"f"}, EnvVars: envVar("mig-config-file"), Usage: "mig-parted config file (default: config [mig] config-file, else the built-in layouts: NVIDIA's config-default.yaml)"},
 			&cli.StringFlag{Name: "config-name", Aliases: []string{"c"}, EnvVars: envVar("mig-config"), Usage: "the config (layout) to use, e.g. all-1g.5gb (default: config [mig] config)"},
 		)
 	}
@@ -79,8 +79,37 @@ func layoutFile(c *cli.Context, cfg *config.Config) string {
 	return cmp.Or(c.String("file"), cfg.MIG.ConfigFile)
 }
 
-// migPlan reads the config and the host and plans the chosen layout.
-func migPlan(c *cli.Context, cfg *config.Config) (*mig.Plan, *inventory.Host, error) {
+// migDevice opens what changes the GPUs and tells their MIG profiles:
+// NVML on a real host, the file of --simulate FILE; nil for an embedded
+// simulated profile, which nothing changes and whose profiles are the
+// model data's. close releases it.
+func migDevice(c *cli.Context, cfg *config.Config) (dev mig.Device, close func(), err error) {
+	sim := c.String("simulate")
+	switch {
+	case sim != "" && !strings.ContainsRune(sim, '/') && !strings.HasSuffix(sim, ".toml"):
+		return nil, func() {}, nil
+	case sim != "":
+		s, err := mig.OpenSimulator(sim)
+		return s, func() {}, err
+	}
+	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := nvmlhost.Open(lib)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := src.MIG()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, m.Close, nil
+}
+
+// migPlan reads the config and the host and plans the chosen layout, with
+// the profiles dev tells (NVML's on a real host) when it is not nil.
+func migPlan(c *cli.Context, cfg *config.Config, dev mig.Device) (*mig.Plan, *inventory.Host, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q: give the layout with -c NAME", c.Args().First())
 	}
@@ -96,7 +125,11 @@ func migPlan(c *cli.Context, cfg *config.Config) (*mig.Plan, *inventory.Host, er
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := mig.Compute(h, mc, name)
+	var opts []mig.PlanOption
+	if dev != nil {
+		opts = append(opts, mig.WithProfiles(dev))
+	}
+	p, err := mig.Compute(h, mc, name, opts...)
 	return p, h, err
 }
 
@@ -128,7 +161,14 @@ func migApply(c *cli.Context) error {
 		}
 		defer release()
 	}
-	p, _, err := migPlan(c, cfg)
+	// A dry run reads the profiles through the device too: NVML's, on a
+	// real host, and changes nothing.
+	dev, closeDev, err := migDevice(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeDev()
+	p, _, err := migPlan(c, cfg, dev)
 	if err != nil {
 		return err
 	}
@@ -159,39 +199,16 @@ func migApply(c *cli.Context) error {
 		}
 		return generateSpec(c, true)
 	}
-	opts := []mig.ApplyOption{mig.WithMPSStateRoot(cfg.MPS.StateRoot)}
-	if sim != "" {
-		s, err := mig.OpenSimulator(sim)
-		if err != nil {
-			return err
-		}
-		err = mig.Apply(p, s, opts...)
+	err = mig.Apply(p, dev, mig.WithMPSStateRoot(cfg.MPS.StateRoot))
+	if s, ok := dev.(*mig.Simulator); ok {
 		// A simulated GPU keeps what was done before a failure, as a real
 		// one does.
 		if serr := s.Save(); err == nil {
 			err = serr
 		}
-		if err != nil {
-			return err
-		}
-	} else {
-		lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
-		if err != nil {
-			return err
-		}
-		src, err := nvmlhost.Open(lib)
-		if err != nil {
-			return err
-		}
-		dev, err := src.MIG()
-		if err != nil {
-			return err
-		}
-		err = mig.Apply(p, dev, opts...)
-		dev.Close()
-		if err != nil {
-			return err
-		}
+	}
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: applied MIG config %q\n", p.Layout)
 	if noSpec {
@@ -208,12 +225,22 @@ func migAssert(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p, _, err := migPlan(c, cfg)
+	dev, closeDev, err := migDevice(c, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeDev()
+	p, _, err := migPlan(c, cfg, dev)
 	if err != nil {
 		return err
 	}
 	if p.Empty() {
-		fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		// As mig-parted's assert: a layout that selects no GPU holds.
+		if p.Selected == 0 {
+			fmt.Fprintf(c.App.Writer, "MIG config %q selects none of the GPUs\n", p.Layout)
+		} else {
+			fmt.Fprintf(c.App.Writer, "the GPUs have MIG config %q\n", p.Layout)
+		}
 		return nil
 	}
 	for _, d := range p.Differences() {

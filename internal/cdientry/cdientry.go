@@ -19,6 +19,16 @@ import (
 // Format is an entry's first line; it changes with the format.
 const Format = "gpuctk-runtime-cache-3"
 
+// MaxSpecSize bounds a spec file that gpuctk reads: the largest host's
+// spec, every replica named, is 550 KiB; a spec dir is writable by other
+// tools, so a huge or sparse file must not cost more.
+const MaxSpecSize = 8 << 20
+
+// MaxSize bounds an entry: gpuctk-runtime reads none larger (the largest
+// host's spec, with every replica name, makes one of about 500 KiB), so
+// none larger is written.
+const MaxSize = 16 << 20
+
 // Head and End start and end a whole entry: one cut short lacks End.
 const (
 	Head = Format + "\n"

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gpuctk/gpuctk/internal/quote"
 )
 
 // Match says which keys are the same key.
@@ -52,30 +54,13 @@ type DuplicateKeyError struct {
 func (e *DuplicateKeyError) Error() string {
 	where := "the top-level object"
 	if e.Path != "" {
-		where = clip(e.Path)
+		where = quote.Clip(e.Path, quote.Bytes)
 	}
 	if e.Key == e.Other {
-		return fmt.Sprintf("duplicate key %q in %s: decoders disagree on which value counts; keep one", clip(e.Key), where)
+		return fmt.Sprintf("duplicate key %q in %s: decoders disagree on which value counts; keep one", quote.Clip(e.Key, quote.Bytes), where)
 	}
 	return fmt.Sprintf("keys %q and %q in %s differ only in letter case and name the same member to Go's encoding/json (and runc); keep one",
-		clip(e.Key), clip(e.Other), where)
-}
-
-// maxQuoted bounds a key or path quoted in a message: the document's
-// author chose them, and a message is one line.
-const maxQuoted = 200
-
-// clip shortens s to about maxQuoted bytes, at a rune's start, saying how
-// much was left out.
-func clip(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s... (%d bytes more)", s[:n], len(s)-n)
+		quote.Clip(e.Key, quote.Bytes), quote.Clip(e.Other, quote.Bytes), where)
 }
 
 var objectType = reflect.TypeFor[map[string]json.RawMessage]()

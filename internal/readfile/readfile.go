@@ -1,7 +1,10 @@
-// Package readfile reads a whole file a user named, as os.ReadFile does
-// (a FIFO such as a shell's <(...) included), but no more than a bound: a
-// path such as /dev/zero, or a huge file named by mistake, is then an
-// error instead of a read that never ends or takes the host's memory.
+// Package readfile is the one bounded reader of whole files. Limited reads
+// a file a user named, as os.ReadFile does (a FIFO such as a shell's
+// <(...) included), but no more than a bound: a path such as /dev/zero,
+// or a huge file named by mistake, is then an error instead of a read
+// that never ends or takes the host's memory. Regular is the gate for
+// files that others control (other vendors' CDI specs, files under a
+// driver root): regular files only, opened without blocking, size-capped.
 package readfile
 
 import (
@@ -32,6 +35,9 @@ func Limited(path string, limit int64) ([]byte, error) {
 // TooLargeError is a file over the bound of the one asked for.
 type TooLargeError struct {
 	Limit int64 // bytes
+	// Size is the size the file's metadata gave, where that was over
+	// Limit; 0 for a file found too large by reading it.
+	Size int64
 }
 
 func (e *TooLargeError) Error() string {

@@ -10,20 +10,8 @@ import (
 
 func TestLimited(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name string, size int64) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(p, size); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	write := func(name string, size int64) string { return sparse(t, dir, name, size) }
+	fifo := mkfifo(t, dir, "fifo")
 	go func() {
 		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 			f.WriteString("from a pipe")
@@ -60,4 +48,24 @@ func TestLimited(t *testing.T) {
 	if _, err := Limited("/dev/zero", 100); !errors.As(err, &tl) || tl.Limit != 100 || tl.Error() != "more than 100 bytes, too large for this file: check the path" {
 		t.Errorf("small bound: %v", err)
 	}
+}
+
+// sparse makes a file of size bytes, none written.
+func sparse(t *testing.T, dir, name string, size int64) string {
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(p, size); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mkfifo(t *testing.T, dir, name string) string {
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

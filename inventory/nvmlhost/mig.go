@@ -7,6 +7,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/mig"
 )
 
@@ -14,6 +15,9 @@ import (
 // of a real host. Close shuts NVML down.
 type MIG struct {
 	lib nvml.Interface
+	// real: lib is a loaded library (Open), whose symbols can be looked
+	// up; go-nvml's mocks have none.
+	real bool
 }
 
 var _ mig.Device = (*MIG)(nil)
@@ -23,7 +27,7 @@ func (n *Source) MIG() (*MIG, error) {
 	if ret := n.lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("cannot load or initialise NVML: %w: %s", ret, initAdvice(ret, "is the NVIDIA driver installed?"))
 	}
-	return &MIG{lib: n.lib}, nil
+	return &MIG{lib: n.lib, real: n.path != ""}, nil
 }
 
 // Close shuts NVML down.
@@ -75,6 +79,104 @@ func (m *MIG) SetMIGMode(uuid string, enabled bool) error {
 		return fmt.Errorf("NVML: MIG mode is pending (%w): reset the GPU (nvidia-smi -r) or reboot, then apply again", activation)
 	}
 	return nil
+}
+
+// Model reads the GPU's GPU instance profiles from NVML: name, slices,
+// memory, SMs, engines, instance count and placements, so that a GPU
+// gpuctk has no model data for plans and applies. Drivers that report
+// profiles only with MIG mode on answer none while it is off: that is
+// mig.ErrNeedsMIGMode.
+func (m *MIG) Model(g *inventory.GPU) (*mig.Model, error) {
+	d, err := m.device(g.UUID)
+	if err != nil {
+		return nil, err
+	}
+	current, _, ret := d.GetMigMode()
+	if errors.Is(ret, nvml.ERROR_NOT_SUPPORTED) {
+		return nil, fmt.Errorf("the %s does not support MIG", g.Name)
+	}
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: MIG mode: %w", ret)
+	}
+	mem, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: memory info: %w", ret)
+	}
+	// The V call names the profile as nvidia-smi does; drivers before
+	// it (R470) lack the symbol, and calling a missing one ends the
+	// process.
+	named := m.real && m.lib.Extensions().LookupSymbol("nvmlDeviceGetGpuInstanceProfileInfoV") == nil
+	var profiles []mig.Profile
+	for id := range nvml.GPU_INSTANCE_PROFILE_COUNT {
+		p, err := readProfile(d, id, named, mem.Total)
+		if err != nil {
+			return nil, fmt.Errorf("NVML: GPU instance profile %d: %w", id, err)
+		}
+		if p != nil {
+			profiles = append(profiles, *p)
+		}
+	}
+	if len(profiles) == 0 {
+		if current != nvml.DEVICE_MIG_ENABLE {
+			return nil, fmt.Errorf("GPU %d (%s): %w", g.Index, g.Name, mig.ErrNeedsMIGMode)
+		}
+		return nil, fmt.Errorf("NVML reports no MIG profile of the %s", g.Name)
+	}
+	pci, ret := d.GetPciInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: PCI info: %w", ret)
+	}
+	return mig.NewModel(strings.TrimPrefix(g.Name, "NVIDIA "), []string{g.Name}, []uint32{pci.PciDeviceId}, profiles)
+}
+
+// readProfile reads GPU instance profile id (an NVML_GPU_INSTANCE_PROFILE_*
+// constant): nil when the GPU lacks it.
+func readProfile(d nvml.Device, id int, named bool, gpuMemory uint64) (*mig.Profile, error) {
+	var info nvml.GpuInstanceProfileInfo
+	var name string
+	if named {
+		v2, ret := d.GetGpuInstanceProfileInfoV(id).V2()
+		if unsupported(ret) {
+			return nil, nil
+		}
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+		info = nvml.GpuInstanceProfileInfo{Id: v2.Id, SliceCount: v2.SliceCount, InstanceCount: v2.InstanceCount,
+			MultiprocessorCount: v2.MultiprocessorCount, CopyEngineCount: v2.CopyEngineCount, DecoderCount: v2.DecoderCount,
+			EncoderCount: v2.EncoderCount, JpegCount: v2.JpegCount, OfaCount: v2.OfaCount, MemorySizeMB: v2.MemorySizeMB}
+		name = strings.TrimPrefix(cString(v2.Name[:]), "MIG ")
+	} else {
+		var ret nvml.Return
+		info, ret = d.GetGpuInstanceProfileInfo(id)
+		if unsupported(ret) {
+			return nil, nil
+		}
+		if ret != nvml.SUCCESS {
+			return nil, ret
+		}
+	}
+	placements, ret := d.GetGpuInstancePossiblePlacements(&info)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("placements: %w", ret)
+	}
+	if len(placements) == 0 {
+		return nil, errors.New("no placement")
+	}
+	p := &mig.Profile{
+		Name: name, ID: id, ComputeSlices: int(info.SliceCount), MemorySlices: int(placements[0].Size),
+		MemoryMiB: info.MemorySizeMB, SMCount: int(info.MultiprocessorCount), Instances: int(info.InstanceCount),
+		Engines: inventory.Engines{Copy: int(info.CopyEngineCount), Decoder: int(info.DecoderCount),
+			Encoder: int(info.EncoderCount), JPEG: int(info.JpegCount), OFA: int(info.OfaCount)},
+	}
+	for _, pl := range placements {
+		p.Starts = append(p.Starts, int(pl.Start))
+	}
+	if p.Name == "" {
+		// As nvidia-smi names it: slices, memory share, attributes.
+		p.Name = fmt.Sprintf("%dg.%dgb", p.ComputeSlices, memoryGB(p.MemoryMiB, gpuMemory)) + suffixOf(id)
+	}
+	return p, nil
 }
 
 // unsupported is what NVML answers for a profile the GPU lacks.

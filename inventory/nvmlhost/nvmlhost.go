@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuctk/gpuctk/driver"
+	"github.com/gpuctk/gpuctk/internal/filekind"
 	"github.com/gpuctk/gpuctk/inventory"
 )
 
@@ -31,8 +32,13 @@ func New(lib nvml.Interface) *Source {
 // driver discovery found under the driver root. The library is loaded by
 // Host, not here.
 func Open(libPath string) (*Source, error) {
-	if _, err := os.Stat(libPath); err != nil {
+	fi, err := os.Stat(libPath)
+	if err != nil {
 		return nil, fmt.Errorf("NVML library: %w: is the NVIDIA driver installed? use --driver-root or --simulate", err)
+	}
+	// dlopen would block on a FIFO, and read a device for ever.
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("NVML library %s is %s, not a library: reinstall the driver, or name its root with --driver-root", libPath, filekind.Name(fi.Mode()))
 	}
 	return &Source{lib: nvml.New(nvml.WithLibraryPath(libPath)), path: libPath}, nil
 }
@@ -187,6 +193,7 @@ func readGPU(dev nvml.Device) (*inventory.GPU, error) {
 		return nil, field("PCI info", ret)
 	}
 	g.PCIBusID = cString(pci.BusId[:])
+	g.PCIDeviceID = pci.PciDeviceId
 	mem, ret := dev.GetMemoryInfo()
 	if ret != nvml.SUCCESS {
 		return nil, field("memory info", ret)
@@ -275,17 +282,35 @@ func readMIG(dev nvml.Device, slot int, parentMemory uint64) (*inventory.MIGDevi
 // "1g.10gb".
 func migProfile(attr nvml.DeviceAttributes, parentMemory uint64) string {
 	g, c := attr.GpuInstanceSliceCount, attr.ComputeInstanceSliceCount
-	gb := uint64(0)
-	if parentMemory > 0 {
-		share := float64(attr.MemorySizeMB*mib) / float64(parentMemory)
-		share = math.Ceil(share*8) / 8
-		gpuGB := float64((parentMemory + 1<<30 - 1) >> 30)
-		gb = uint64(math.Round(share * gpuGB))
-	}
+	gb := memoryGB(attr.MemorySizeMB, parentMemory)
 	if c == g {
 		return fmt.Sprintf("%dg.%dgb", g, gb)
 	}
 	return fmt.Sprintf("%dc.%dg.%dgb", c, g, gb)
+}
+
+// memoryGB is the "gb" of a profile name: an instance's memory (MiB) as a
+// share of the GPU's (bytes) rounded up to eighths, times the GPU's memory
+// in whole GB.
+func memoryGB(instanceMiB, gpuMemory uint64) uint64 {
+	if gpuMemory == 0 {
+		return 0
+	}
+	share := float64(instanceMiB*mib) / float64(gpuMemory)
+	share = math.Ceil(share*8) / 8
+	gpuGB := float64((gpuMemory + 1<<30 - 1) >> 30)
+	return uint64(math.Round(share * gpuGB))
+}
+
+// suffixOf is what an NVML GPU instance profile adds to its plain
+// profile's name: "+me" for NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, ...
+func suffixOf(profile int) string {
+	for _, p := range profileSuffixes {
+		if p.profile == profile {
+			return p.suffix
+		}
+	}
+	return ""
 }
 
 // profileAttributes returns what the name of a MIG device's profile adds

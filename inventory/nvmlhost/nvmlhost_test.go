@@ -9,11 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/mig"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -33,7 +37,8 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 		dev.UUID = fmt.Sprintf("GPU-%08x-0000-0000-0000-%012x", i, i)
 		busID := fmt.Sprintf("00000000:%02X:00.0", 0x07+8*i)
 		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
+			// The DGX A100's A100-SXM4-40GB, as NVML reports its id.
+			p := nvml.PciInfo{PciDeviceId: 0x20B010DE}
 			for j, c := range busID {
 				p.BusId[j] = int8(c)
 			}
@@ -388,6 +393,20 @@ func TestOpenNVMLMissing(t *testing.T) {
 	}
 }
 
+// TestOpenNVMLNotALibrary: a FIFO or a device at the library's path is
+// refused before dlopen, which would block on it or read it for ever.
+func TestOpenNVMLNotALibrary(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for p, kind := range map[string]string{fifo: "a FIFO", "/dev/zero": "a character device"} {
+		if _, err := Open(p); err == nil || err.Error() != "NVML library "+p+" is "+kind+", not a library: reinstall the driver, or name its root with --driver-root" {
+			t.Errorf("Open(%s): %v", p, err)
+		}
+	}
+}
+
 func TestMIGProfileName(t *testing.T) {
 	const gib = 1 << 30
 	for _, tc := range []struct {
@@ -445,5 +464,30 @@ func TestFabricClique(t *testing.T) {
 	}
 	if got := h.GPUs[1].Clique; got != "" {
 		t.Errorf("GPU 1, still registering: clique %q, want none", got)
+	}
+}
+
+// TestModelWithoutNames reads the MIG profiles of go-nvml's DGX A100 mock,
+// which (like drivers before R470) has no profile names to give: gpuctk
+// names them as nvidia-smi does, from slices, memory share and NVML's
+// profile constant (+me), and they are the A100 40GB model data's.
+func TestModelWithoutNames(t *testing.T) {
+	s := dgx(t, nil)
+	m, err := New(s).MIG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	h, err := New(dgx(t, nil)).Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.Model(&h.GPUs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA A100-SXM4-40GB"})
+	if got.ProfileNames() != want.ProfileNames() || got.MemorySlices != 8 || got.ComputeSlices != 7 {
+		t.Errorf("profiles %s (%d/%d slices), want %s", got.ProfileNames(), got.ComputeSlices, got.MemorySlices, want.ProfileNames())
 	}
 }

@@ -110,16 +110,20 @@ func Write(w io.Writer, h *inventory.Host, faults ...Fault) error {
 		}
 		fmt.Fprintf(w, "gpu %d %d %s %d %d %d %s %s %s\n", g.Index, g.Minor, mode, g.MemoryMiB,
 			ccMajor, ccMinor, g.UUID, g.PCIBusID, g.Name)
-		// The GPU instance profiles of the models gpuctk can partition, so
-		// that MIG changes work on them.
+		if g.PCIDeviceID != 0 {
+			fmt.Fprintf(w, "pci 0x%08X\n", g.PCIDeviceID)
+		}
+		// The GPU instance profiles of gpuctk's model data, which the
+		// library reports as NVML does (names, placements, instance
+		// counts), so that the NVML path plans and applies on them.
 		if model, ok := mig.ModelOf(&g); ok && mode != "unsupported" {
 			for _, p := range model.Profiles {
 				var starts []string
 				for _, s := range p.Starts {
 					starts = append(starts, fmt.Sprint(s))
 				}
-				fmt.Fprintf(w, "profile %d %d %d %d %d %s %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount,
-					strings.Join(starts, ","), engines(p.Engines))
+				fmt.Fprintf(w, "profile %d %d %d %d %d %s %s %d %s\n", p.ID, p.ComputeSlices, p.MemorySlices, p.MemoryMiB, p.SMCount,
+					strings.Join(starts, ","), engines(p.Engines), p.Instances, p.Name)
 			}
 		}
 		if len(g.Distance) > 0 {

@@ -43,6 +43,15 @@ func nvmlApply(t *testing.T, layout string, opts ...mig.ApplyOption) (*mig.Plan,
 	if err != nil {
 		t.Fatal(err)
 	}
+	dev := nvmlMIG(t)
+	defer dev.Close()
+	return p, mig.Apply(p, dev, opts...)
+}
+
+// nvmlMIG opens the library's mig.Device; the caller closes it, which
+// lets the library read the host file again at the next open.
+func nvmlMIG(t *testing.T) *nvmlhost.MIG {
+	t.Helper()
 	src, err := nvmlhost.Open(lib)
 	if err != nil {
 		t.Fatal(err)
@@ -51,8 +60,7 @@ func nvmlApply(t *testing.T, layout string, opts ...mig.ApplyOption) (*mig.Plan,
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dev.Close()
-	return p, mig.Apply(p, dev, opts...)
+	return dev
 }
 
 // simulatedApply applies layout to a copy of an embedded profile.

@@ -12,7 +12,8 @@
  *   gpu <index> <minor> <on|off|unsupported> <memory MiB> <cc major> <cc minor> <uuid> <pci bus id> <name>
  *   mig <slot> <gi> <ci> <gi slices> <ci slices> <memory MiB> <SMs> <uuid> [<engines>]
  *   slots <MIG slots of the GPU above>
- *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated> [<engines>]
+ *   pci <PCI device id of the GPU above, as NVML's pciDeviceId: 0x233510DE>
+ *   profile <NVML GPU instance profile> <compute slices> <memory slices> <memory MiB> <SMs> <starts, comma separated> [<engines> [<instances> <name>]]
  *   gi <id> <profile> <start> <memory slices>
  *   proc <gpu index> <pid>
  *   fail <function> <gpu index or -> <return code>
@@ -23,6 +24,11 @@
  * engines, decoders, encoders, JPEG decoders, optical flow accelerators; 0
  * when left out. A MIG device reports its own as its shared engines; a
  * profile, as its GPU instances' engines, which MIG devices made on them get.
+ * A profile's <instances> is NVML's instanceCount (default: one per start)
+ * and <name> the one nvidia-smi prints after "MIG " (1g.18gb+me), which
+ * nvmlDeviceGetGpuInstanceProfileInfoV reports. A GPU has as many memory
+ * slices as its profiles' placements span (8 without profiles), and as
+ * many compute slices as its largest profile has.
  *
  * Events: nvmlEventSetWait_v2 reads the file named by the host file's path
  * plus ".events" from where the last wait of the set stopped, one event a
@@ -144,6 +150,7 @@ struct device {
 	unsigned long long memory_mib;
 	int cc_major, cc_minor;
 	char uuid[96], bus_id[32], name[96];
+	unsigned int pci_device_id;
 	/* MIG devices only. */
 	unsigned int slot, gi, ci, gi_slices, ci_slices, sms;
 	struct engines engines;
@@ -172,7 +179,7 @@ static unsigned int ngpus;
 static struct fault faults[MAX_FAULTS];
 static int nfaults;
 
-#define MAX_PROFILES 16
+#define MAX_PROFILES 18 /* NVML_GPU_INSTANCE_PROFILE_COUNT */
 #define MAX_GIS 16 /* GPU instance ids are 0-14 on 8 memory slices */
 #define MAX_PROCS 64
 
@@ -180,8 +187,10 @@ static int nfaults;
 struct profile {
 	int present;
 	unsigned int compute, memory_slices, sms, starts; /* starts: bit mask */
+	unsigned int instances;
 	unsigned long long memory_mib;
 	struct engines engines;
+	char name[64];
 };
 
 /* A GPU instance; an nvmlGpuInstance_t points at one. */
@@ -274,30 +283,49 @@ static int bad_line(const char *path, int n, const char *what)
 	return NVML_ERROR_UNKNOWN;
 }
 
-/*
- * gi_place gives the placement of GPU instance id: the 8 memory slices form
- * a binary tree numbered breadth first, as NVML numbers GPU instances (0
- * the whole GPU, 1-2 its halves, 3-6 quarters, 7-14 single slices).
- */
-static void gi_place(unsigned int id, unsigned int *start, unsigned int *size)
+/* memory_slices_of returns how many memory slices GPU i has: 8 (an A100's, an H100's) unless its profiles say otherwise. */
+static unsigned int memory_slices_of(unsigned int i)
 {
-	if (id == 0) {
-		*start = 0, *size = 8;
-	} else if (id <= 2) {
-		*start = (id - 1) * 4, *size = 4;
-	} else if (id <= 6) {
-		*start = (id - 3) * 2, *size = 2;
-	} else {
-		*start = id - 7, *size = 1;
-	}
+	unsigned int n = 0;
+	for (unsigned int p = 0; p < MAX_PROFILES; p++)
+		for (unsigned int b = 0; b < 16; b++)
+			if (profiles[i][p].present && (profiles[i][p].starts & (1u << b)) &&
+			    b + profiles[i][p].memory_slices > n)
+				n = b + profiles[i][p].memory_slices;
+	return n ? n : 8;
 }
 
-static unsigned int gi_id(unsigned int start, unsigned int size)
+/* compute_slices_of returns how many compute slices GPU i has: its largest profile's, 7 without profiles. */
+static unsigned int compute_slices_of(unsigned int i)
+{
+	unsigned int n = 0;
+	for (unsigned int p = 0; p < MAX_PROFILES; p++)
+		if (profiles[i][p].present && profiles[i][p].compute > n)
+			n = profiles[i][p].compute;
+	return n ? n : 7;
+}
+
+/*
+ * gi_place gives the placement of GPU instance id on a GPU of total memory
+ * slices: they form a binary tree numbered breadth first, as NVML numbers
+ * GPU instances (on 8 slices, 0 the whole GPU, 1-2 its halves, 3-6
+ * quarters, 7-14 single slices).
+ */
+static void gi_place(unsigned int total, unsigned int id, unsigned int *start, unsigned int *size)
+{
+	unsigned int level = 1; /* instances of this size: 1, 2, 4, ... */
+	while (id >= 2 * level - 1 && level < total)
+		level *= 2;
+	*size = total / level;
+	*start = (id - (level - 1)) * *size;
+}
+
+static unsigned int gi_id(unsigned int total, unsigned int start, unsigned int size)
 {
 	unsigned int span = 1;
 	while (span < size)
 		span *= 2;
-	return 8 / span - 1 + start / span;
+	return total / span - 1 + start / span;
 }
 
 /* derive_instances adds the GPU instances of MIG devices that no gi line gave. */
@@ -313,7 +341,7 @@ static void derive_instances(void)
 			x->present = 1;
 			x->gpu = &gpus[i];
 			x->id = m->gi;
-			gi_place(m->gi, &x->start, &x->size);
+			gi_place(memory_slices_of(i), m->gi, &x->start, &x->size);
 			x->profile = by_slices[m->gi_slices < 8 ? m->gi_slices : 8];
 			for (unsigned int p = 0; p < MAX_PROFILES; p++)
 				if (profiles[i][p].present && profiles[i][p].compute == m->gi_slices &&
@@ -341,6 +369,8 @@ static nvmlReturn_t save(void)
 		fprintf(f, "gpu %u %u %s %llu %d %d %s %s %s\n", g->index, g->minor, modes[g->mig_mode], g->memory_mib,
 			g->cc_major, g->cc_minor, g->uuid, g->bus_id, g->name);
 		fprintf(f, "slots %u\n", g->slots);
+		if (g->pci_device_id)
+			fprintf(f, "pci 0x%08X\n", g->pci_device_id);
 		if (g->has_numa)
 			fprintf(f, "numa %u\n", g->numa);
 		if (g->ntopo > 0) {
@@ -360,8 +390,8 @@ static nvmlReturn_t save(void)
 					fprintf(f, "%s%d", sep, b);
 					sep = ",";
 				}
-			fprintf(f, " %u %u %u %u %u\n", pr->engines.copy, pr->engines.decoder, pr->engines.encoder,
-				pr->engines.jpeg, pr->engines.ofa);
+			fprintf(f, " %u %u %u %u %u %u %s\n", pr->engines.copy, pr->engines.decoder, pr->engines.encoder,
+				pr->engines.jpeg, pr->engines.ofa, pr->instances, pr->name[0] ? pr->name : "-");
 		}
 		for (int id = 0; id < MAX_GIS; id++) {
 			const struct gpu_instance *x = &instances[i][id];
@@ -484,6 +514,13 @@ static nvmlReturn_t load(void)
 				g->slots = m.slot + 1;
 			continue;
 		}
+		if (strncmp(line, "pci ", 4) == 0) {
+			if (g == NULL || sscanf(line, "pci %x", &g->pci_device_id) != 1) {
+				ret = bad_line(path, n, "want: pci 0xDDDDVVVV after a gpu line");
+				break;
+			}
+			continue;
+		}
 		if (strncmp(line, "slots ", 6) == 0) {
 			if (g == NULL || sscanf(line, "slots %u", &g->slots) != 1 || g->slots > MAX_SLOTS) {
 				ret = bad_line(path, n, "want: slots N (at most 16) after a gpu line");
@@ -496,16 +533,20 @@ static nvmlReturn_t load(void)
 			struct profile pr = {0};
 			char starts[64];
 			int got = g == NULL ? 0
-					    : sscanf(line, "profile %u %u %u %llu %u %63s %u %u %u %u %u", &id, &pr.compute,
+					    : sscanf(line, "profile %u %u %u %llu %u %63s %u %u %u %u %u %u %63s", &id, &pr.compute,
 						     &pr.memory_slices, &pr.memory_mib, &pr.sms, starts, &pr.engines.copy,
 						     &pr.engines.decoder, &pr.engines.encoder, &pr.engines.jpeg,
-						     &pr.engines.ofa);
-			if ((got != 6 && got != 11) || id >= MAX_PROFILES) {
-				ret = bad_line(path, n, "want: profile ID COMPUTE-SLICES MEMORY-SLICES MEMORY-MIB SMS START,START,... [CE DEC ENC JPEG OFA] after a gpu line");
+						     &pr.engines.ofa, &pr.instances, pr.name);
+			if ((got != 6 && got != 11 && got != 13) || id >= MAX_PROFILES) {
+				ret = bad_line(path, n, "want: profile ID COMPUTE-SLICES MEMORY-SLICES MEMORY-MIB SMS START,START,... [CE DEC ENC JPEG OFA [INSTANCES NAME]] after a gpu line");
 				break;
 			}
+			if (strcmp(pr.name, "-") == 0)
+				pr.name[0] = '\0';
 			for (char *t = strtok(starts, ","); t; t = strtok(NULL, ","))
 				pr.starts |= 1u << (atoi(t) & 15);
+			if (pr.instances == 0)
+				pr.instances = __builtin_popcount(pr.starts);
 			pr.present = 1;
 			profiles[g - gpus][id] = pr;
 			continue;
@@ -726,6 +767,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, struct pci_info
 	const struct device *g = device->is_mig ? device->parent : device;
 	memset(pci, 0, sizeof *pci);
 	snprintf(pci->bus_id, sizeof pci->bus_id, "%s", g->bus_id);
+	pci->pci_device_id = g->pci_device_id;
 	if (sscanf(g->bus_id, "%x:%x:%x", &pci->domain, &pci->bus, &pci->device) != 3)
 		return NVML_ERROR_UNKNOWN;
 	snprintf(pci->bus_id_legacy, sizeof pci->bus_id_legacy, "%04x:%02x:%02x.0", pci->domain & 0xffff,
@@ -1058,7 +1100,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
 	memset(info, 0, sizeof *info);
 	info->id = profile;
 	info->slice_count = pr->compute;
-	info->instance_count = __builtin_popcount(pr->starts);
+	info->instance_count = pr->instances;
 	info->multiprocessor_count = pr->sms;
 	info->copy_engine_count = pr->engines.copy;
 	info->decoder_count = pr->engines.decoder;
@@ -1066,6 +1108,72 @@ EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, uns
 	info->jpeg_count = pr->engines.jpeg;
 	info->ofa_count = pr->engines.ofa;
 	info->memory_size_mb = pr->memory_mib;
+	return NVML_SUCCESS;
+}
+
+/* nvmlGpuInstanceProfileInfo_v2_t. */
+struct gi_profile_info_v2 {
+	unsigned int version;
+	unsigned int id, is_p2p_supported, slice_count, instance_count, multiprocessor_count;
+	unsigned int copy_engine_count, decoder_count, encoder_count, jpeg_count, ofa_count;
+	unsigned long long memory_size_mb;
+	char name[96];
+};
+_Static_assert(sizeof(struct gi_profile_info_v2) == 152, "nvmlGpuInstanceProfileInfo_v2_t layout");
+#define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+							 struct gi_profile_info_v2 *info)
+{
+	ENTER(device, info);
+	if (info->version != (sizeof *info | 2u << 24))
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	struct gi_profile_info v1;
+	nvmlReturn_t ret = nvmlDeviceGetGpuInstanceProfileInfo(device, profile, &v1);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	memset(&info->id, 0, sizeof *info - sizeof info->version);
+	info->id = v1.id;
+	info->is_p2p_supported = v1.is_p2p_supported;
+	info->slice_count = v1.slice_count;
+	info->instance_count = v1.instance_count;
+	info->multiprocessor_count = v1.multiprocessor_count;
+	info->copy_engine_count = v1.copy_engine_count;
+	info->decoder_count = v1.decoder_count;
+	info->encoder_count = v1.encoder_count;
+	info->jpeg_count = v1.jpeg_count;
+	info->ofa_count = v1.ofa_count;
+	info->memory_size_mb = v1.memory_size_mb;
+	const struct profile *pr = &profiles[device - gpus][profile];
+	if (pr->name[0])
+		snprintf(info->name, sizeof info->name, "MIG %s", pr->name);
+	return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profile,
+								  struct placement *placements, unsigned int *count)
+{
+	ENTER(device, count);
+	nvmlReturn_t ret = mig_ready(device);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	if (profile >= MAX_PROFILES || !profiles[device - gpus][profile].present)
+		return NVML_ERROR_NOT_SUPPORTED;
+	const struct profile *pr = &profiles[device - gpus][profile];
+	unsigned int n = __builtin_popcount(pr->starts);
+	if (placements == NULL) {
+		*count = n;
+		return NVML_SUCCESS;
+	}
+	if (*count < n) {
+		*count = n;
+		return NVML_ERROR_INSUFFICIENT_SIZE;
+	}
+	n = 0;
+	for (unsigned int b = 0; b < 16; b++)
+		if (pr->starts & (1u << b))
+			placements[n++] = (struct placement){b, pr->memory_slices};
+	*count = n;
 	return NVML_SUCCESS;
 }
 
@@ -1112,9 +1220,14 @@ EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device
 		if (x->start < placement->start + placement->size && placement->start < x->start + x->size)
 			ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
 	}
-	if (compute > 7)
+	unsigned int same = 1;
+	for (int id = 0; id < MAX_GIS; id++)
+		if (instances[g][id].present && instances[g][id].profile == profile)
+			same++;
+	if (compute > compute_slices_of(g) || same > pr->instances ||
+	    placement->start + placement->size > memory_slices_of(g))
 		ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
-	unsigned int id = gi_id(placement->start, placement->size);
+	unsigned int id = gi_id(memory_slices_of(g), placement->start, placement->size);
 	if (ret == NVML_SUCCESS && id < MAX_GIS) {
 		struct gpu_instance *x = &instances[g][id];
 		*x = (struct gpu_instance){.present = 1, .gpu = device, .id = id, .profile = profile,
