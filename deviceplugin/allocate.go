@@ -15,10 +15,6 @@ import (
 	"github.com/gpuctk/gpuctk/offer"
 )
 
-// annotationPlugin is the plugin part of the cdi.k8s.io/ annotation keys;
-// the resource makes each key unique in a container.
-const annotationPlugin = "gpuctk"
-
 // allocate answers a kubelet Allocate for resource r: each container gets
 // the CDI names kind=ID of exactly the IDs asked, and the capability
 // devices caps, in every form the device-list strategies name.
@@ -50,7 +46,7 @@ func allocate(r *offer.Resource, kind string, strategies []string, caps []string
 					c.CdiDevices = append(c.CdiDevices, &pb.CDIDevice{Name: n})
 				}
 			case config.ListCDIAnnotations:
-				a, err := cdiapi.UpdateAnnotations(nil, annotationPlugin, r.Name, names)
+				a, err := cdiapi.UpdateAnnotations(nil, offer.AnnotationPlugin, r.Name, names)
 				if err != nil {
 					return nil, fmt.Errorf("resource %s: %w", r.Name, err)
 				}

@@ -1,6 +1,6 @@
 // Package deviceplugin serves the kubelet's device plugin API (v1beta1)
 // for what a host offers: one gRPC socket and registration per Kubernetes
-// resource that offer.Resources maps the offered devices to. Kubelet
+// resource of offer.Set.Resources (the offered devices as resources). Kubelet
 // device IDs are the spec's index-style names ("0", "mig-3", "0::1");
 // Allocate answers them as CDI names of the spec the plugin writes itself,
 // the bytes `gpuctk cdi generate` writes, so a pod can only be handed a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/cdi"
@@ -56,21 +56,12 @@ type Loader func() (*State, error)
 // NewState resolves set under cfg into a State; spec is the spec written,
 // of kind, with the capability devices caps (cdi.Summary.Capabilities).
 func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps []string, simulated bool) (*State, error) {
-	rs, err := offer.Resources(set, cfg.Kubernetes)
-	if err != nil {
-		return nil, err
+	// Every rule of the resources was checked by offer.Resolve, as for
+	// `gpuctk cdi generate`, `labels` and `config check`.
+	if set.Refused != nil {
+		return nil, set.Refused
 	}
-	if slices.Contains(cfg.Kubernetes.DeviceListStrategy, config.ListCDIAnnotations) {
-		var errs []error
-		for i := range rs {
-			if _, err := cdiapi.AnnotationKey(annotationPlugin, rs[i].Name); err != nil {
-				errs = append(errs, fmt.Errorf("%s: device-list-strategy cdi-annotations cannot name it in an annotation key (%w): choose a shorter resource name, or another strategy", describe(&rs[i]), err))
-			}
-		}
-		if err := errors.Join(errs...); err != nil {
-			return nil, err
-		}
-	}
+	rs := set.Resources
 	st := &State{Spec: spec, Kind: kind, Resources: rs, Kubernetes: cfg.Kubernetes,
 		DevRoot: cfg.CDI.DevRootOrDriver(), Simulated: simulated, Runtime: cfg}
 	devices, _ := capability.Devices(cfg.Kubernetes.DriverCapabilities) // names checked by config
@@ -84,15 +75,7 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 			st.Notes = append(st.Notes, fmt.Sprintf("[kubernetes] driver-capabilities names %q but this host's driver has no files for it: containers get nothing more", name))
 		}
 	}
-	if cfg.Kubernetes.MIGStrategy == config.MIGNone {
-		// As NVIDIA's plugin does, a GPU in MIG mode goes out whole: its
-		// MIG devices are of no use to such a pod. Say so.
-		for _, g := range set.Host.GPUs {
-			if g.MIGEnabled {
-				st.Notes = append(st.Notes, fmt.Sprintf(`GPU %d is in MIG mode: advertised whole as nvidia.com/gpu under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise its MIG devices`, g.Index))
-			}
-		}
-	}
+	st.Notes = append(st.Notes, set.Warnings...)
 	return st, nil
 }
 
@@ -101,9 +84,13 @@ type Plugin struct {
 	load       Loader
 	kubeletDir string
 	cdiDir     string
-	configPath string
-	health     time.Duration
-	log        *slog.Logger
+	// configPaths are the files whose changes reload the configuration;
+	// configDirs the folders any of whose files does (a folder of
+	// per-node configurations).
+	configPaths []string
+	configDirs  []string
+	health      time.Duration
+	log         *slog.Logger
 	// xids are the host's XID events; nil without NVML. A critical one
 	// marks its devices unhealthy for recovery (0: until a restart).
 	xids     <-chan inventory.XIDEvent
@@ -178,7 +165,15 @@ func WithKubeletDir(dir string) Option { return func(p *Plugin) { p.kubeletDir =
 func WithCDIDir(dir string) Option { return func(p *Plugin) { p.cdiDir = dir } }
 
 // WithConfigPath sets the configuration file whose changes reload the plugin.
-func WithConfigPath(path string) Option { return func(p *Plugin) { p.configPath = path } }
+func WithConfigPath(path string) Option {
+	return func(p *Plugin) { p.configPaths = append(p.configPaths, path) }
+}
+
+// WithConfigDir sets a folder of configurations (a mounted ConfigMap of
+// per-node configurations) whose changes reload the plugin.
+func WithConfigDir(dir string) Option {
+	return func(p *Plugin) { p.configDirs = append(p.configDirs, filepath.Clean(dir)) }
+}
 
 // WithHealthInterval sets how often devices are checked.
 func WithHealthInterval(d time.Duration) Option { return func(p *Plugin) { p.health = d } }
@@ -238,14 +233,20 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if err := w.Add(p.kubeletDir); err != nil {
 		return fmt.Errorf("kubelet dir %s: %w", p.kubeletDir, err)
 	}
-	if p.configPath != "" {
-		// The folder, not the file: editors and ConfigMaps replace it. A
-		// node with no config folder runs on the defaults.
-		dir := filepath.Dir(p.configPath)
+	// The folder, not the file: editors and ConfigMaps replace it. A node
+	// with no config folder runs on the defaults.
+	watched := map[string]bool{}
+	for _, dir := range p.configDirs {
+		watched[dir] = true
+	}
+	for _, path := range p.configPaths {
+		watched[filepath.Dir(filepath.Clean(path))] = true
+	}
+	for _, dir := range slices.Sorted(maps.Keys(watched)) {
 		if err := w.Add(dir); errors.Is(err, fs.ErrNotExist) {
 			p.log.Info("no config folder: changes will not be seen until a restart", "folder", dir)
 		} else if err != nil {
-			return fmt.Errorf("config folder of %s: %w", p.configPath, err)
+			return fmt.Errorf("config folder %s: %w", dir, err)
 		}
 	}
 	defer p.stopAll()
@@ -350,11 +351,19 @@ func (p *Plugin) Run(ctx context.Context) error {
 // no change: an editor saving so writes the new file next, and reading
 // none meanwhile would run on the defaults.
 func (p *Plugin) configChanged(ev fsnotify.Event) bool {
-	if p.configPath == "" || !ev.Has(fsnotify.Write|fsnotify.Create) {
+	if !ev.Has(fsnotify.Write | fsnotify.Create) {
 		return false
 	}
 	name := filepath.Clean(ev.Name)
-	return name == filepath.Clean(p.configPath) || name == filepath.Join(filepath.Dir(p.configPath), "..data")
+	if slices.Contains(p.configDirs, filepath.Dir(name)) {
+		return true // any file of a folder of configurations
+	}
+	for _, path := range p.configPaths {
+		if name == filepath.Clean(path) || name == filepath.Join(filepath.Dir(path), "..data") {
+			return true
+		}
+	}
+	return false
 }
 
 // reload builds a new state and swaps it in whole, or keeps the old one;
@@ -422,15 +431,6 @@ func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
 // bytes of sun_path, with the terminating NUL.
 const maxSocketPath = 107
 
-// describe names a resource in messages, with the [[sharing]] entry that
-// made it.
-func describe(r *offer.Resource) string {
-	if r.Shared {
-		return fmt.Sprintf("resource %s (%s)", r.Name, r.Origin)
-	}
-	return "resource " + r.Name
-}
-
 // CheckSockets reports the resources of st whose socket in kubeletDir a
 // Unix socket's path cannot hold: the plugin refuses such a state. A
 // Loader with side effects (labels, mount points) calls it before them,
@@ -440,7 +440,7 @@ func (st *State) CheckSockets(kubeletDir string) error {
 	for i := range st.Resources {
 		if sock := filepath.Join(kubeletDir, socketName(st.Resources[i].Name)); len(sock) > maxSocketPath {
 			errs = append(errs, fmt.Errorf("%s: its socket %s is %d bytes, over the %d a Unix socket's path can hold: choose a shorter resource name, or a shorter --kubelet-dir",
-				describe(&st.Resources[i]), sock, len(sock), maxSocketPath))
+				&st.Resources[i], sock, len(sock), maxSocketPath))
 		}
 	}
 	return errors.Join(errs...)
@@ -491,7 +491,7 @@ func (p *Plugin) serve(ctx context.Context, st *State) error {
 		s := newServer(p.kubeletDir, st, r, p.log, p.lost)
 		s.unhealthy = unhealthy
 		if err := s.start(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", describe(r), err))
+			errs = append(errs, fmt.Errorf("%s: %w", r, err))
 			continue
 		}
 		p.servers[r.Name] = s

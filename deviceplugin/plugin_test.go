@@ -470,10 +470,7 @@ replicas = 3
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := offer.Resources(set, cfg.Kubernetes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := set.Resources
 	r := &rs[0] // nvidia.com/gpu: GPU 3 whole; replicas mix, so look up by name
 	for i := range rs {
 		if rs[i].Shared {
@@ -517,10 +514,7 @@ func TestPreferredTopology(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := offer.Resources(set, cfg.Kubernetes)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs := set.Resources
 		for i := range rs {
 			if rs[i].Name == name {
 				return &rs[i]

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 )
 
@@ -15,6 +16,13 @@ type Device struct {
 	// Ordinal is N in the MIG device's host-wide name mig-N, -1 for a GPU.
 	Ordinal int `json:"ordinal"`
 }
+
+// profileName matches a MIG profile's name: 1g.5gb, 1c.3g.20gb, 1g.10gb+me,
+// 1g.24gb-me, 1g.24gb+me.all.
+var profileName = regexp.MustCompile(`^([0-9]+c\.)?[0-9]+g\.[0-9]+gb([+-][a-z.]+)?$`)
+
+// AllGPUs is the selector of every GPU whole, in MIG mode or not.
+const AllGPUs = "all-gpus"
 
 // IsMIG reports whether the device is a MIG device.
 func (d Device) IsMIG() bool { return d.MIG != nil }
@@ -93,13 +101,23 @@ func (h *Host) Devices() []Device {
 // Select returns the devices a selector names: an index ("0"), a UUID, a
 // MIG name ("mig-3" or "G:M"), a MIG profile ("1g.10gb": every MIG device
 // of that profile), "gpus" (every GPU not in MIG mode), "mig" (every MIG
-// device) or "all". A selector naming a GPU in MIG mode is an error that
-// says to select its MIG devices instead; "gpus" and "mig" may match
-// nothing.
+// device), "all", or "all-gpus" (every GPU whole, those in MIG mode too, as
+// NVIDIA's device plugin advertises nvidia.com/gpu under its "none" MIG
+// strategy: a GPU in MIG mode is then Device{GPU: g, Ordinal: -1}). A
+// selector naming a GPU in MIG mode is an error that says to select its
+// MIG devices instead; "gpus", "mig", "all-gpus" and a MIG profile may
+// match nothing.
 func (h *Host) Select(selector string) ([]Device, error) {
 	devices := h.Devices()
-	if selector == "all" {
+	switch selector {
+	case "all":
 		return devices, nil
+	case AllGPUs:
+		out := make([]Device, len(h.GPUs))
+		for i := range h.GPUs {
+			out[i] = Device{GPU: &h.GPUs[i], Ordinal: -1}
+		}
+		return out, nil
 	}
 	var out []Device
 	for _, d := range devices {
@@ -118,7 +136,9 @@ func (h *Host) Select(selector string) ([]Device, error) {
 			}
 		}
 	}
-	if len(out) > 0 || selector == "gpus" || selector == "mig" {
+	// A MIG profile may be missing on this node of a fleet, as a
+	// resource of NVIDIA's plugin config may be.
+	if len(out) > 0 || selector == "gpus" || selector == "mig" || profileName.MatchString(selector) {
 		return out, nil
 	}
 	for _, g := range h.GPUs {

@@ -45,7 +45,9 @@ func TestDevicesAndSelect(t *testing.T) {
 		{sel: "all", want: names(devs)},
 		{sel: "4", err: "GPU 4, which is in MIG mode"},
 		{sel: "9", err: `selector "9" matches no device`},
-		{sel: "7g.40gb", err: "matches no device"},
+		{sel: "7g.40gb", want: nil}, // a profile this node lacks
+		{sel: "7g40gb", err: "matches no device"},
+		{sel: "all-gpus", want: []string{"0", "1", "2", "3", "4", "5", "6", "7"}},
 	} {
 		got, err := h.Select(tc.sel)
 		if tc.err != "" {

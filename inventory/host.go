@@ -9,7 +9,10 @@ import (
 type Host struct {
 	DriverVersion string `toml:"driver-version" json:"driverVersion"`
 	CUDAVersion   string `toml:"cuda-version" json:"cudaVersion"`
-	GPUs          []GPU  `toml:"gpu" json:"gpus"`
+	// Machine is the machine's product name (DMI's product_name, "DGX
+	// A100"); "" when unknown. See ReadPlatform.
+	Machine string `toml:"machine,omitempty" json:"machine,omitempty"`
+	GPUs    []GPU  `toml:"gpu" json:"gpus"`
 }
 
 // GPU is one physical GPU.
@@ -37,6 +40,13 @@ type GPU struct {
 	// NUMANode is the NUMA node the GPU is attached to; nil where the
 	// platform does not say (one node, or none reported). See ReadNUMA.
 	NUMANode *int `toml:"numa-node,omitempty" json:"numaNode,omitempty"`
+	// PCIClass is the GPU's PCI class code: 0x030200 (3D controller) for
+	// a GPU in compute mode, 0x030000 (VGA controller) in graphics mode;
+	// 0 when unknown. See ReadPlatform.
+	PCIClass uint32 `toml:"pci-class,omitempty" json:"pciClass,omitempty"`
+	// Clique is the NVLink fabric the GPU is attached to, as "<cluster
+	// UUID>.<clique ID>" (GB200 NVL72 and the like); "" when none.
+	Clique string `toml:"clique,omitempty" json:"clique,omitempty"`
 	// MIG lists the MIG devices of a GPU with MIG enabled, in MIG index order.
 	MIG []MIGDevice `toml:"mig-device" json:"migDevices,omitempty"`
 }

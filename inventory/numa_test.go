@@ -55,3 +55,37 @@ func TestReadNUMA(t *testing.T) {
 		}
 	}
 }
+
+// TestReadPlatform reads each GPU's PCI class and the machine's product
+// name from a sysfs under a root, as GPU feature discovery does; what a
+// profile set is kept, and what is missing stays unknown.
+func TestReadPlatform(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, data string) {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sys/class/dmi/id/product_name", "DGX A100 920-23687-2530-000\n")
+	write("sys/bus/pci/devices/0000:07:00.0/class", "0x030200\n")
+	write("sys/bus/pci/devices/0000:0f:00.0/class", "0x030000\n")
+	h := &Host{GPUs: []GPU{
+		{Index: 0, PCIBusID: "00000000:07:00.0"},
+		{Index: 1, PCIBusID: "00000000:0F:00.0"},
+		{Index: 2, PCIBusID: "00000000:47:00.0"},
+		{Index: 3, PCIBusID: "00000000:4E:00.0", PCIClass: 0x030200},
+	}}
+	h.ReadPlatform(root)
+	if h.Machine != "DGX A100 920-23687-2530-000" {
+		t.Errorf("machine %q", h.Machine)
+	}
+	for i, want := range []uint32{0x030200, 0x030000, 0, 0x030200} {
+		if got := h.GPUs[i].PCIClass; got != want {
+			t.Errorf("GPU %d: class %#06x, want %#06x", i, got, want)
+		}
+	}
+}

@@ -33,6 +33,7 @@ type Profile struct {
 	Name          string `toml:"-"`
 	DriverVersion string `toml:"driver-version"`
 	CUDAVersion   string `toml:"cuda-version"`
+	Machine       string `toml:"machine"`
 	UVMMajor      int    `toml:"uvm-major"`
 	CapsMajor     int    `toml:"caps-major"`
 	GPUs          []GPU  `toml:"gpu"`
@@ -40,7 +41,7 @@ type Profile struct {
 
 // Host returns the host the profile describes. It makes Profile a Source.
 func (p *Profile) Host() (*Host, error) {
-	h := &Host{DriverVersion: p.DriverVersion, CUDAVersion: p.CUDAVersion}
+	h := &Host{DriverVersion: p.DriverVersion, CUDAVersion: p.CUDAVersion, Machine: p.Machine}
 	for _, g := range p.GPUs {
 		g.MIG = append([]MIGDevice(nil), g.MIG...)
 		h.GPUs = append(h.GPUs, g)

@@ -46,6 +46,11 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 	if err := driverLabels(l, h); err != nil {
 		return nil, err
 	}
+	l["gpu.machine"] = machine(h.Machine)
+	l["gpu.mode"] = mode(h)
+	if c := clique(h); c != "" {
+		l["gpu.clique"] = c
+	}
 
 	migs := slices.DeleteFunc(h.Devices(), func(d inventory.Device) bool { return !d.IsMIG() })
 	var invalid *inventory.GPU // under single, a node it cannot describe
@@ -321,23 +326,87 @@ func migCapable(h *inventory.Host) bool {
 	return false
 }
 
-// driverLabels adds the driver's version (cuda.driver.*, "580.65.06") and
-// the CUDA version it supports (cuda.runtime.*, "13.0").
+// driverLabels adds the driver's version (cuda.driver-version.*,
+// "580.65.06") and the CUDA version it supports (cuda.runtime-version.*,
+// "13.0"), and the deprecated cuda.driver.* and cuda.runtime.* GPU feature
+// discovery still writes beside them.
 func driverLabels(l Labels, h *inventory.Host) error {
 	parts := strings.Split(h.DriverVersion, ".")
-	if len(parts) < 2 {
+	if len(parts) < 2 || len(parts) > 3 {
 		return fmt.Errorf("driver version %q is not MAJOR.MINOR[.REV]", h.DriverVersion)
 	}
-	l["cuda.driver.major"], l["cuda.driver.minor"] = sanitize(parts[0]), sanitize(parts[1])
-	l["cuda.driver.rev"] = ""
+	rev := ""
 	if len(parts) > 2 {
-		l["cuda.driver.rev"] = sanitize(parts[2])
+		rev = sanitize(parts[2])
 	}
+	l["cuda.driver.major"], l["cuda.driver.minor"], l["cuda.driver.rev"] = sanitize(parts[0]), sanitize(parts[1]), rev
+	l["cuda.driver-version.major"], l["cuda.driver-version.minor"], l["cuda.driver-version.revision"] = l["cuda.driver.major"], l["cuda.driver.minor"], rev
+	l["cuda.driver-version.full"] = sanitize(h.DriverVersion)
 	if h.CUDAVersion != "" {
 		a, b, _ := strings.Cut(h.CUDAVersion, ".")
 		l["cuda.runtime.major"], l["cuda.runtime.minor"] = sanitize(a), sanitize(b)
+		l["cuda.runtime-version.major"], l["cuda.runtime-version.minor"] = sanitize(a), sanitize(b)
+		l["cuda.runtime-version.full"] = sanitize(a) + "." + sanitize(b)
 	}
 	return nil
+}
+
+// machine is gpu.machine as GPU feature discovery writes it: the product
+// name with characters other than letters, digits, '-', '_', '.' and
+// spaces dropped, runs of spaces as one '-'; "unknown" when not known.
+func machine(name string) string {
+	v := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_. ", r) {
+			return r
+		}
+		return -1
+	}, name)
+	if v = sanitize(strings.Join(strings.Fields(v), "-")); v == "" {
+		return "unknown"
+	}
+	return v
+}
+
+// PCI class codes of a GPU in compute and in graphics (display) mode.
+const (
+	classCompute  = 0x030200 // 3D controller
+	classGraphics = 0x030000 // VGA compatible controller
+)
+
+// mode is gpu.mode as GPU feature discovery has it: "compute" or
+// "graphics" when every GPU is in that mode, else (or when a class is
+// unknown) "unknown".
+func mode(h *inventory.Host) string {
+	class := h.GPUs[0].PCIClass
+	for _, g := range h.GPUs {
+		if g.PCIClass != class {
+			return "unknown"
+		}
+	}
+	switch class {
+	case classCompute:
+		return "compute"
+	case classGraphics:
+		return "graphics"
+	}
+	return "unknown"
+}
+
+// clique is gpu.clique as GPU feature discovery has it: the NVLink
+// fabric's "<cluster UUID>.<clique ID>" when the GPUs attached to one all
+// name the same; "" when none is attached, or they differ.
+func clique(h *inventory.Host) string {
+	var c string
+	for _, g := range h.GPUs {
+		switch {
+		case g.Clique == "":
+		case c == "":
+			c = g.Clique
+		case g.Clique != c:
+			return ""
+		}
+	}
+	return sanitize(c)
 }
 
 // sliceCounts returns a MIG profile's GPU instance and compute instance

@@ -333,3 +333,59 @@ func labelsOf(t *testing.T, h *inventory.Host, toml string) Labels {
 	}
 	return l
 }
+
+// TestGFDDocumented compares the labels of the hosts GPU feature
+// discovery's documentation shows with the values it documents
+// (testdata/gfd, copied with their source): every documented label is
+// written with that value, but for the exceptions named here.
+func TestGFDDocumented(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		// differ are the documented labels gpuctk writes otherwise, and why.
+		differ map[string]string
+	}{
+		{"readme", "", map[string]string{
+			"gfd.timestamp": "optional in GFD (--no-timestamp); gpuctk writes none, so its labels change only when the node does",
+			"gpu.machine":   "the example predates GFD's sanitise (internal/lm): a space is no label value; GFD writes NVIDIA-DGX-2H",
+		}},
+		{"table", "[kubernetes]\nrename-shared = true\n[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 4\n", map[string]string{
+			"gfd.timestamp": "optional in GFD; gpuctk writes none",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := inventory.LoadProfile(filepath.Join("testdata", "gfd", tc.name+"-host.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := p.Host()
+			got := labelsOf(t, h, tc.toml)
+			data, err := os.ReadFile(filepath.Join("testdata", "gfd", tc.name+"-example.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, line := range strings.Split(string(data), "\n") {
+				key, value, ok := strings.Cut(strings.TrimSpace(line), ": ")
+				if !ok || strings.HasPrefix(key, "#") {
+					continue
+				}
+				n++
+				value = strings.Trim(value, `"`)
+				short := strings.TrimPrefix(key, Prefix)
+				if why, ok := tc.differ[short]; ok {
+					t.Logf("%s: documented %q, gpuctk %q: %s", key, value, got[key], why)
+					continue
+				}
+				if v, ok := got[key]; !ok || v != value {
+					t.Errorf("%s = %q (written: %t), documented %q", key, v, ok, value)
+				}
+			}
+			if n < 10 {
+				t.Fatalf("read %d documented labels, want the example's", n)
+			}
+		})
+	}
+	if got := machine("NVIDIA DGX-2H"); got != "NVIDIA-DGX-2H" {
+		t.Errorf(`machine("NVIDIA DGX-2H") = %q, want GFD's NVIDIA-DGX-2H`, got)
+	}
+}

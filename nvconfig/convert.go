@@ -15,8 +15,14 @@ import (
 
 // Output is one converted config.
 type Output struct {
-	Key  string // the ConfigMap data key it came from; empty for a plain config
+	Key string // the ConfigMap data key it came from; empty for a plain config
+	// TOML is the converted config; nil for a ConfigMap key left blank,
+	// which is skipped (NVIDIA's Helm chart tolerates one: a "default"
+	// key left empty beside the real configs).
 	TOML []byte
+	// Warnings are what the operator must know of the converted config
+	// (or why the key was skipped), each a line naming the field.
+	Warnings []string
 }
 
 // Read reads at most MaxSize bytes from r and converts them; source names
@@ -40,11 +46,11 @@ func Convert(data []byte, source string) ([]Output, error) {
 		return nil, err
 	}
 	if !isConfigMap(root) {
-		out, err := convertOne(data, root, source)
+		out, warnings, err := convertOne(data, root, source)
 		if err != nil {
 			return nil, err
 		}
-		return []Output{{TOML: out}}, nil
+		return []Output{{TOML: out, Warnings: warnings}}, nil
 	}
 	var cm configMap
 	if err := decodeStrict(data, root, &cm); err != nil {
@@ -67,10 +73,14 @@ func Convert(data []byte, source string) ([]Output, error) {
 			return nil, &FieldError{Path: "data", Msg: fmt.Sprintf("key %q is not a valid ConfigMap key (letters, digits, '-', '_', '.')", k)}
 		}
 		text := []byte(cm.Data[k])
-		out, err := func() ([]byte, error) {
+		if len(bytes.TrimSpace(text)) == 0 {
+			outs = append(outs, Output{Key: k, Warnings: []string{fmt.Sprintf("data.%s: empty: skipped, as NVIDIA's plugin skips it (a node whose label names it runs on the default config)", k)}})
+			continue
+		}
+		out, warnings, err := func() ([]byte, []string, error) {
 			r, err := parse(text)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			return convertOne(text, r, fmt.Sprintf("%s, key %s", source, k))
 		}()
@@ -83,7 +93,13 @@ func Convert(data []byte, source string) ([]Output, error) {
 			fe.Path = strings.TrimSuffix("data."+k+"."+fe.Path, ".")
 			return nil, fe
 		}
-		outs = append(outs, Output{Key: k, TOML: out})
+		for i, w := range warnings {
+			warnings[i] = "data." + k + "." + w
+		}
+		outs = append(outs, Output{Key: k, TOML: out, Warnings: warnings})
+	}
+	if !slices.ContainsFunc(outs, func(o Output) bool { return o.TOML != nil }) {
+		return nil, &FieldError{Path: "data", Msg: "every key is empty: the ConfigMap holds no configs"}
 	}
 	return outs, nil
 }
@@ -104,24 +120,26 @@ func isConfigMap(root *yaml.Node) bool {
 
 // converter holds one document's output as it is built.
 type converter struct {
-	mig   string
-	notes []string // settings carried as comments only
-	b     bytes.Buffer
+	mig      string
+	notes    []string // settings carried as comments only
+	warnings []string // what the operator must act on; also comments
+	b        bytes.Buffer
 }
 
 func (c *converter) note(path, value, why string) {
 	c.notes = append(c.notes, fmt.Sprintf("# %s = %s: %s", path, value, why))
 }
 
-func convertOne(data []byte, root *yaml.Node, source string) ([]byte, error) {
-	out, err := convertDoc(data, root, source)
+func convertOne(data []byte, root *yaml.Node, source string) ([]byte, []string, error) {
+	c := &converter{mig: "none"}
+	out, err := c.convert(data, root, source)
 	if fe, ok := err.(*FieldError); ok && fe.Line == 0 && fe.Path != "" {
 		fe.Line = pathLine(root, fe.Path)
 	}
-	return out, err
+	return out, c.warnings, err
 }
 
-func convertDoc(data []byte, root *yaml.Node, source string) ([]byte, error) {
+func (c *converter) convert(data []byte, root *yaml.Node, source string) ([]byte, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &FieldError{Line: root.Line, Msg: "want a mapping with version: v1 (an NVIDIA device plugin config)"}
 	}
@@ -143,7 +161,6 @@ func convertDoc(data []byte, root *yaml.Node, source string) ([]byte, error) {
 	if d.Imex.Kind != 0 {
 		return nil, &FieldError{Path: "imex", Line: d.Imex.Line, Msg: "IMEX channels cannot be expressed in gpuctk: remove the section"}
 	}
-	c := &converter{mig: "none"}
 	var k kubernetes
 	if err := c.flags(d.Flags, &k); err != nil {
 		return nil, err
@@ -167,12 +184,20 @@ func convertDoc(data []byte, root *yaml.Node, source string) ([]byte, error) {
 			k.renameFrom = st.path + ".renameByDefault"
 			fail := st.r.FailRequestsGreaterThanOne
 			if st.strategy == "mps" && fail != nil && !*fail {
-				// NVIDIA's plugin ignores it for MPS, giving a container
-				// one replica; gpuctk refuses false for MPS.
+				// gpuctk refuses false for MPS: a container reaches one
+				// MPS daemon, so two replicas are one's worth.
+				c.warnings = append(c.warnings, st.path+".failRequestsGreaterThanOne: false cannot be expressed for MPS (a container reaches one MPS daemon): imported as true, so a pod asking for 2 or more replicas is refused")
 				fail = nil
 			}
+			seen := map[string]bool{}
 			for i, r := range st.r.Resources {
-				e, err := c.entry(root, fmt.Sprintf("%s.resources[%d]", st.path, i), st.strategy, r, fail, st.path)
+				if n := resourceName(r.Name); r.Name != "" && seen[n] {
+					p := fmt.Sprintf("%s.resources[%d].name", st.path, i)
+					return nil, &FieldError{Path: p, Line: pathLine(root, p),
+						Msg: fmt.Sprintf("%s is listed twice: NVIDIA's plugin ignores devices, so both entries would share every device, their replicas overlapping: keep one", n)}
+				}
+				seen[resourceName(r.Name)] = true
+				e, err := c.entry(root, fmt.Sprintf("%s.resources[%d]", st.path, i), st.strategy, r, fail, st.path, rename)
 				if err != nil {
 					return nil, err
 				}
@@ -187,6 +212,7 @@ func convertDoc(data []byte, root *yaml.Node, source string) ([]byte, error) {
 // kubernetes is the [kubernetes] table of the output.
 type kubernetes struct {
 	listStrategy []string
+	allocation   string
 	renameShared *bool
 	renameFrom   string
 }
@@ -202,6 +228,9 @@ func (c *converter) flags(f *flags, k *kubernetes) error {
 		default:
 			return &FieldError{Path: "flags.migStrategy", Msg: fmt.Sprintf("%q is not a MIG strategy: use none, single or mixed", *f.MigStrategy)}
 		}
+	}
+	if f.GDRCopyEnabled != nil && *f.GDRCopyEnabled {
+		return &FieldError{Path: "flags.gdrcopyEnabled", Msg: "gpuctk does not inject the GDRCopy device: remove it or set it to false"}
 	}
 	if f.GDSEnabled != nil && *f.GDSEnabled {
 		return &FieldError{Path: "flags.gdsEnabled", Msg: "gpuctk does not inject GPUDirect Storage devices: remove it or set it to false"}
@@ -261,6 +290,9 @@ func (c *converter) flags(f *flags, k *kubernetes) error {
 			}
 		}
 		k.listStrategy = list
+		if slices.Contains(list, "envvar") {
+			c.warnings = append(c.warnings, `flags.plugin.deviceListStrategy: "envvar" hands pods NVIDIA_VISIBLE_DEVICES with gpuctk's device names (0, mig-3, 0::1), which only gpuctk-runtime understands: run those pods with runtimeClassName: nvidia (deployments/kubernetes), or use "cdi-cri"`)
+		}
 	}
 	if p.DeviceIDStrategy != nil {
 		switch *p.DeviceIDStrategy {
@@ -269,6 +301,12 @@ func (c *converter) flags(f *flags, k *kubernetes) error {
 		default:
 			return &FieldError{Path: "flags.plugin.deviceIDStrategy", Msg: fmt.Sprintf("%q is not a device ID strategy: use uuid or index", *p.DeviceIDStrategy)}
 		}
+	}
+	if a := p.SharedDevicesAllocationPolicy; a != nil {
+		if *a != "distributed" && *a != "packed" {
+			return &FieldError{Path: "flags.plugin.sharedDevicesAllocationPolicy", Msg: fmt.Sprintf("%q is not an allocation policy: use distributed or packed", *a)}
+		}
+		k.allocation = *a
 	}
 	if p.PassDeviceSpecs != nil {
 		c.note("flags.plugin.passDeviceSpecs", strconv.FormatBool(*p.PassDeviceSpecs), "device nodes come from the CDI spec")
@@ -314,7 +352,7 @@ func resourceName(n string) string {
 	return n
 }
 
-func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fail *bool, failPath string) (entry, error) {
+func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fail *bool, failPath string, renameByDefault bool) (entry, error) {
 	e := entry{from: path, strategy: strategy, failGreater: fail, failFrom: failPath + ".failRequestsGreaterThanOne"}
 	errAt := func(field, msg string) error {
 		return &FieldError{Path: path + "." + field, Line: pathLine(root, path+"."+field), Msg: msg}
@@ -333,8 +371,16 @@ func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fa
 	var all []string
 	switch {
 	case name == "nvidia.com/gpu" && c.mig == "single":
-		all = []string{"mig"}
+		// Every MIG device, or on a node without MIG mode every GPU:
+		// single allows one or the other.
+		all = []string{"gpus", "mig"}
+	case name == "nvidia.com/gpu" && c.mig == "none" && strategy == "time-slicing":
+		// NVIDIA's plugin advertises a GPU in MIG mode whole under
+		// "none", and replicates it as any other.
+		all = []string{"all-gpus"}
 	case name == "nvidia.com/gpu":
+		// MPS cannot share a GPU in MIG mode whole: such a GPU goes out
+		// whole, beside the replicas (gpuctk warns of the mix).
 		all = []string{"gpus"}
 	case strings.HasPrefix(name, "nvidia.com/mig-"):
 		profile := strings.TrimPrefix(name, "nvidia.com/mig-")
@@ -354,17 +400,29 @@ func (c *converter) entry(root *yaml.Node, path, strategy string, r resource, fa
 	default:
 		return e, errAt("name", fmt.Sprintf("%s is not a resource NVIDIA's plugin advertises: use nvidia.com/gpu or nvidia.com/mig-<profile>", name))
 	}
+	// NVIDIA's plugin reads devices and rename, then ignores them
+	// (DisableResourceNamingInConfig): every device of the resource is
+	// shared, under the resource's name (or <name>.shared with
+	// renameByDefault). The import does the same, so that pods asking for
+	// what NVIDIA's plugin advertised still get it, and says so.
 	devs, err := devices(&r.Devices, all, path+".devices")
 	if err != nil {
 		return e, err
 	}
-	e.devices = devs
+	e.devices = all
+	if !slices.Equal(devs, all) {
+		c.warnings = append(c.warnings, fmt.Sprintf(`%s.devices: NVIDIA's plugin ignores it and shares every device of %s: imported as %s; to share only some devices, list them in the [[sharing]] entry's "devices"`,
+			path, name, quoteList(all)))
+	}
 	if r.Rename != "" {
 		rn := resourceName(r.Rename)
 		if !dnsSubdomain.MatchString(strings.TrimPrefix(rn, "nvidia.com/")) {
 			return e, errAt("rename", fmt.Sprintf("%q is not a valid resource name: lower-case letters, digits, '-' and '.'", r.Rename))
 		}
-		e.resource = rn
+		if rn != name+".shared" || !renameByDefault {
+			c.warnings = append(c.warnings, fmt.Sprintf(`%s.rename: NVIDIA's plugin ignores it (its replicas are %s, or %s.shared with renameByDefault): left out; to advertise them as %s, set resource = %s in the [[sharing]] entry`,
+				path, name, name, rn, quote(rn)))
+		}
 	}
 	return e, nil
 }
@@ -382,7 +440,7 @@ func devices(n *yaml.Node, all []string, path string) ([]string, error) {
 			return all, nil
 		}
 		if _, err := strconv.Atoi(n.Value); err == nil && n.Tag == "!!int" {
-			return nil, errAt(path, n.Line, fmt.Sprintf("a count of devices (%s) cannot be expressed: gpuctk shares named devices; list them or use all", n.Value))
+			return []string{"count " + n.Value}, nil // ignored by NVIDIA's plugin, as a list is
 		}
 		return nil, errAt(path, n.Line, fmt.Sprintf("%q: want all or a list of GPU indices, G:M MIG indices or UUIDs", n.Value))
 	case yaml.SequenceNode:
@@ -448,12 +506,18 @@ func (c *converter) write(source string, k kubernetes, entries []entry) {
 			b.WriteString(n + "\n")
 		}
 	}
+	for _, w := range c.warnings {
+		b.WriteString("# WARNING: " + w + "\n")
+	}
 	b.WriteString("\n[kubernetes]\n")
 	b.WriteString("# flags.migStrategy (none when not set)\n")
 	fmt.Fprintf(b, "mig-strategy = %s\n", quote(c.mig))
 	if k.listStrategy != nil {
 		b.WriteString("# flags.plugin.deviceListStrategy\n")
 		fmt.Fprintf(b, "device-list-strategy = %s\n", quoteList(k.listStrategy))
+	}
+	if k.allocation != "" {
+		fmt.Fprintf(b, "# flags.plugin.sharedDevicesAllocationPolicy\nallocation-policy = %s\n", quote(k.allocation))
 	}
 	if k.renameShared != nil {
 		fmt.Fprintf(b, "# %s\nrename-shared = %t\n", k.renameFrom, *k.renameShared)
@@ -493,8 +557,11 @@ func quoteList(l []string) string {
 // configs each under a "# --- KEY" line, in key order.
 func Format(outs []Output) []byte {
 	var b bytes.Buffer
-	for i, o := range outs {
-		if i > 0 {
+	for _, o := range outs {
+		if o.TOML == nil {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteString("\n")
 		}
 		if o.Key != "" {

@@ -50,6 +50,7 @@ type flags struct {
 	RestartOnDeviceUnhealthy *bool        `yaml:"restartOnDeviceUnhealthy"`
 	NvidiaDriverRoot         *string      `yaml:"nvidiaDriverRoot"`
 	NvidiaDevRoot            *string      `yaml:"nvidiaDevRoot"`
+	GDRCopyEnabled           *bool        `yaml:"gdrcopyEnabled"`
 	GDSEnabled               *bool        `yaml:"gdsEnabled"`
 	MOFEDEnabled             *bool        `yaml:"mofedEnabled"`
 	MPSRoot                  *string      `yaml:"mpsRoot"`
@@ -66,6 +67,8 @@ type pluginFlags struct {
 	CDIAnnotationPrefix *string   `yaml:"cdiAnnotationPrefix"`
 	NvidiaCTKPath       *string   `yaml:"nvidiaCTKPath"`
 	ContainerDriverRoot *string   `yaml:"containerDriverRoot"`
+	// SharedDevicesAllocationPolicy is distributed or packed.
+	SharedDevicesAllocationPolicy *string `yaml:"sharedDevicesAllocationPolicy"`
 }
 
 type sharing struct {

@@ -41,10 +41,7 @@ func TestConvertMIGProfileWithAttribute(t *testing.T) {
 	if err != nil {
 		t.Fatalf("converted config on a host with a 1g.5gb+me device: %v\n%s", err, outs[0].TOML)
 	}
-	res, err := offer.Resources(set, cfg.Kubernetes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := set.Resources
 	for _, r := range res {
 		if r.Name == "nvidia.com/mig-1g.5gb.me" {
 			if !r.Shared || len(r.Devices) != 2 {

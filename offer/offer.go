@@ -20,6 +20,21 @@ type Set struct {
 	Devices []Device
 	// Shared are the shared physical devices, in the same order.
 	Shared []*Share
+	// Resources are the Kubernetes resources the device plugin
+	// advertises under the configuration's [kubernetes] settings, sorted
+	// by name; nil when Refused.
+	Resources []Resource
+	// Refused is why the device plugin cannot advertise the host under
+	// the [kubernetes] settings (entries sharing a resource that disagree,
+	// the single MIG strategy on a host it cannot describe, ...), nil when
+	// it can. One check for every reader: the plugin and `gpuctk config
+	// check` stop on it; `cdi generate` and `labels` warn (the spec serves
+	// containers outside Kubernetes too, and the labels mark a node the
+	// single strategy cannot describe as GPU feature discovery does).
+	Refused error
+	// Warnings are what an operator should know of the resolution that
+	// does not stop it: every reader shows them.
+	Warnings []string
 }
 
 // Device is one CDI device entry: a whole GPU (in MIG mode or not), a
@@ -179,11 +194,12 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 		// A GPU in MIG mode is offered whole too, before its MIG
 		// devices (even when it has none yet), as NVIDIA's toolkit
 		// does: the device plugin's "none" MIG strategy hands it out as
-		// one nvidia.com/gpu. It cannot be shared (selectors name its
-		// MIG devices instead). Device names that name none of it
-		// ("gpu:mig" alone) offer only its MIG devices.
+		// one nvidia.com/gpu. Only "all-gpus" shares it whole (as
+		// NVIDIA's plugin replicates every nvidia.com/gpu under "none");
+		// other selectors name its MIG devices. Device names that name
+		// none of it ("gpu:mig" alone) offer only its MIG devices.
 		if d := (inventory.Device{GPU: gpu, Ordinal: -1}); gpu.MIGEnabled && len(namesOf(d, deviceStyles)) > 0 {
-			if err := whole(d); err != nil {
+			if err := device(d); err != nil {
 				return nil, err
 			}
 		}
@@ -196,6 +212,7 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	set.Resources, set.Warnings, set.Refused = resources(set, cfg.Kubernetes)
 	return set, nil
 }
 
@@ -203,6 +220,10 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 // under stateRoot, and checks it.
 func share(d inventory.Device, cfg *config.Config, i int, stateRoot string) (*Share, error) {
 	e := &cfg.Sharing[i]
+	if d.GPU.MIGEnabled && !d.IsMIG() && e.Strategy == config.MPS {
+		return nil, fmt.Errorf(`%s: GPU %d is in MIG mode: MPS cannot share it whole (its daemon would serve no client); select its MIG devices, or use "time-slicing"`,
+			Origin{File: cfg.Path, Entry: i + 1}, d.GPU.Index)
+	}
 	s := &Share{
 		Device: d, Strategy: e.Strategy, Replicas: e.Replicas,
 		Resource: e.Resource, FailRequestsGreaterThanOne: e.FailsRequestsGreaterThanOne(),

@@ -13,7 +13,7 @@ import (
 // a non-zero exit with nothing written.
 func TestLabels(t *testing.T) {
 	out := run(t, bin("gpuctk"), "labels", "--simulate", "dgx-a100", "--config", writeConfig(t, "[kubernetes]\nmig-strategy = \"mixed\"\n"))
-	for _, want := range []string{"nvidia.com/gpu.count=8\n", "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB\n", "nvidia.com/mig-1g.5gb.count=9\n", "nvidia.com/mig.strategy=mixed\n", "nvidia.com/cuda.driver.major=580\n"} {
+	for _, want := range []string{"nvidia.com/gpu.count=8\n", "nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB\n", "nvidia.com/mig-1g.5gb.count=9\n", "nvidia.com/mig.strategy=mixed\n", "nvidia.com/cuda.driver.major=580\n", "nvidia.com/cuda.driver-version.full=580.65.06\n", "nvidia.com/cuda.runtime-version.full=13.0\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("labels lack %q:\n%s", want, out)
 		}

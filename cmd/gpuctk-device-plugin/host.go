@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,10 +19,12 @@ import (
 	"github.com/gpuctk/gpuctk/deviceplugin"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/labels"
 	"github.com/gpuctk/gpuctk/mps"
+	"github.com/gpuctk/gpuctk/nvconfig"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -31,6 +37,12 @@ func envVar(flag string) []string {
 func flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Value: config.DefaultPath, EnvVars: envVar("config"), Usage: "configuration file, [kubernetes] included; reloaded when it changes"},
+		&cli.StringFlag{Name: "config-dir", EnvVars: envVar("config-dir"), Usage: "a folder of configurations, one file per name (NAME or NAME.toml), as a mounted ConfigMap gives, instead of --config: the node's is the one --config-name-file names, else --config-default, else one named default, else the only one; switched without a restart when either changes"},
+		&cli.StringFlag{Name: "config-default", EnvVars: envVar("config-default"), Usage: "with --config-dir: the configuration of a node whose --config-name-file names none"},
+		&cli.StringFlag{Name: "config-name-file", EnvVars: envVar("config-name-file"), Usage: "with --config-dir: a file holding the name of this node's configuration (its nvidia.com/device-plugin.config label); missing or empty: --config-default"},
+		&cli.StringFlag{Name: "node-name", EnvVars: append(envVar("node-name"), "NODE_NAME"), Usage: "with --config-dir and --config-name-file: read this node's --node-config-label from the API server (the pod's service account, RBAC get on nodes) into the name file, now and every --node-label-interval"},
+		&cli.StringFlag{Name: "node-config-label", Value: "nvidia.com/device-plugin.config", EnvVars: envVar("node-config-label"), Usage: "the node label naming the node's configuration (--node-name)"},
+		&cli.DurationFlag{Name: "node-label-interval", Value: 30 * time.Second, EnvVars: envVar("node-label-interval"), Usage: "how often --node-name reads the node's label"},
 		&cli.StringFlag{Name: "kubelet-dir", Value: "/var/lib/kubelet/device-plugins", EnvVars: envVar("kubelet-dir"), Usage: "folder of kubelet.sock and the plugin's sockets"},
 		&cli.StringFlag{Name: "cdi-dir", Value: "/var/run/cdi", EnvVars: envVar("cdi-dir"), Usage: "where the spec whose names the plugin hands out is written (" + cdi.DefaultSpecName + ")"},
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "describe a simulated host instead of asking NVML: an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") or a profile file"},
@@ -48,9 +60,15 @@ func flags() []cli.Flag {
 // does, and resolves what to advertise; it runs at start and at every
 // configuration change.
 func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, name, warnings, err := loadConfig(c)
 	if err != nil {
 		return nil, err
+	}
+	if name != "" {
+		log.Info("node configuration", "name", name, "file", cfg.Path)
+	}
+	for _, w := range warnings {
+		log.Warn("NVIDIA device plugin config: "+w, "file", cfg.Path)
 	}
 	set := map[string]string{}
 	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
@@ -71,7 +89,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 		return nil, err
 	}
 	if p == nil {
-		h.ReadNUMA(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
+		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
 	}
 	offered, err := offer.Resolve(h, cfg)
 	if err != nil {
@@ -151,7 +169,7 @@ func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
 	if c.String("simulate") != "" {
 		return nil, nil
 	}
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, _, _, err := loadConfig(c)
 	if err != nil {
 		return nil, err
 	}
@@ -160,4 +178,127 @@ func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
 		root = c.String("driver-root")
 	}
 	return nvmlhost.WatchXIDs(c.Context, root)
+}
+
+// maxNameSize bounds the --config-name-file: a label value is at most 63
+// bytes.
+const maxNameSize = 4096
+
+// configFile returns the configuration file of this node, and its name
+// among --config-dir's ("" without --config-dir): the name
+// --config-name-file holds, else --config-default, else, as NVIDIA's
+// config manager falls back, a configuration named "default", else the
+// only one; with none of those, the defaults (path "").
+func configFile(c *cli.Context) (path, name string, err error) {
+	dir := c.String("config-dir")
+	if dir == "" {
+		for _, f := range []string{"config-default", "config-name-file"} {
+			if c.IsSet(f) {
+				return "", "", fmt.Errorf("--%s: needs --config-dir, the folder of configurations it chooses from", f)
+			}
+		}
+		return c.String("config"), "", nil
+	}
+	if c.IsSet("config") {
+		return "", "", fmt.Errorf("--config and --config-dir: give one (--config-dir chooses this node's file)")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", "", fmt.Errorf("--config-dir: %w", err)
+	}
+	files := map[string]string{} // name -> file
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, ".") || e.IsDir() {
+			continue // a ConfigMap volume's ..data and timestamped folders
+		}
+		files[strings.TrimSuffix(n, ".toml")] = filepath.Join(dir, n)
+	}
+	why := ""
+	if f := c.String("config-name-file"); f != "" {
+		data, err := readfile.Limited(f, maxNameSize)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return "", "", fmt.Errorf("--config-name-file: %w", err)
+		default:
+			name, why = strings.TrimSpace(string(data)), "named by "+f
+		}
+	}
+	if name == "" && c.String("config-default") != "" {
+		name, why = c.String("config-default"), "--config-default"
+	}
+	if name == "" {
+		if _, ok := files["default"]; ok {
+			name = "default"
+		} else if len(files) == 1 {
+			for n := range files {
+				name = n
+			}
+		} else {
+			return "", "", nil // the defaults, as NVIDIA's empty fallback
+		}
+		why = "the fallback"
+	}
+	path, ok := files[name]
+	if !ok {
+		return "", "", fmt.Errorf("configuration %q (%s) is not in --config-dir %s (it has: %s): add it to the ConfigMap, or fix the node's nvidia.com/device-plugin.config label",
+			name, why, dir, strings.Join(slices.Sorted(maps.Keys(files)), ", "))
+	}
+	return path, name, nil
+}
+
+// configWatch says which files' changes reload the plugin: --config, or
+// every file of --config-dir and the --config-name-file.
+func configWatch(c *cli.Context) []deviceplugin.Option {
+	dir := c.String("config-dir")
+	if dir == "" {
+		return []deviceplugin.Option{deviceplugin.WithConfigPath(c.String("config"))}
+	}
+	opts := []deviceplugin.Option{deviceplugin.WithConfigDir(dir)}
+	if f := c.String("config-name-file"); f != "" {
+		opts = append(opts, deviceplugin.WithConfigPath(f))
+	}
+	return opts
+}
+
+// loadConfig reads this node's configuration (configFile): gpuctk's, or
+// an NVIDIA device plugin config, converted (nvconfig.Load), as the
+// ConfigMap moved from NVIDIA's plugin holds. It returns the name among
+// --config-dir's and the conversion's warnings.
+func loadConfig(c *cli.Context) (*config.Config, string, []string, error) {
+	path, name, err := configFile(c)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cfg, warnings, err := nvconfig.Load(path, c.IsSet("config") || name != "")
+	return cfg, name, warnings, err
+}
+
+// followNodeLabel starts copying the node's configuration label into
+// --config-name-file when --node-name is given, and waits for the first
+// copy.
+func followNodeLabel(c *cli.Context, log *slog.Logger) error {
+	node := c.String("node-name")
+	if node == "" {
+		return nil
+	}
+	file := c.String("config-name-file")
+	if c.String("config-dir") == "" || file == "" {
+		return fmt.Errorf("--node-name: needs --config-dir and --config-name-file, where the label's value is written")
+	}
+	if d := c.Duration("node-label-interval"); d <= 0 {
+		return fmt.Errorf("--node-label-interval %v: must be more than 0", d)
+	}
+	n, err := newNodeLabel(node, c.String("node-config-label"), serviceAccountDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return fmt.Errorf("--config-name-file: %w", err)
+	}
+	ready := make(chan struct{})
+	go n.follow(c.Context, file, c.Duration("node-label-interval"), log, ready)
+	<-ready
+	return nil
 }

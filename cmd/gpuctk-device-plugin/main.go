@@ -59,12 +59,15 @@ func run(c *cli.Context) error {
 	opts := []deviceplugin.Option{
 		deviceplugin.WithKubeletDir(c.String("kubelet-dir")),
 		deviceplugin.WithCDIDir(c.String("cdi-dir")),
-		deviceplugin.WithConfigPath(c.String("config")),
 		deviceplugin.WithHealthInterval(c.Duration("health-interval")),
 		deviceplugin.WithXIDRecovery(c.Duration("xid-recovery")),
 		deviceplugin.WithLogger(log),
 	}
+	opts = append(opts, configWatch(c)...)
 	c.Context = ctx
+	if err := followNodeLabel(c, log); err != nil {
+		return err
+	}
 	// Without XID events the other health checks still run: say so, and
 	// serve, as NVIDIA's plugin does when the driver cannot deliver them.
 	if xids, err := watchXIDs(c); err != nil {

@@ -125,6 +125,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	if err != nil {
 		return err
 	}
+	warnResolution(c, b.set)
 	set, data, kind, sum := b.set, b.data, b.kind, b.sum
 	if ifStale {
 		fresh, err := freshOutput(c, out, data, b.files)

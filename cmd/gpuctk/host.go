@@ -10,6 +10,7 @@ import (
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
+	"github.com/gpuctk/gpuctk/nvconfig"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -45,9 +46,13 @@ func debugf(c *cli.Context, format string, args ...any) {
 // flag was given), then applies the flags that set configuration keys:
 // flag, else environment, else file, else default.
 func loadConfig(c *cli.Context) (*config.Config, error) {
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	// An NVIDIA device plugin config runs converted, as the plugin runs it.
+	cfg, warnings, err := nvconfig.Load(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %s (an NVIDIA device plugin config): %s\n", cfg.Path, w)
 	}
 	if cfg.Path != "" {
 		debugf(c, "configuration from %s", cfg.Path)
@@ -75,6 +80,9 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 // too) or, without it, from NVML found under the driver root.
 func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
 	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	if err == nil && p == nil {
+		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
+	}
 	if err == nil {
 		if p != nil {
 			debugf(c, "host from the simulated profile %s", p.Name)
@@ -125,4 +133,19 @@ func resolve(c *cli.Context, cfg *config.Config) (*offer.Set, *inventory.Profile
 	}
 	set, err := offer.Resolve(h, cfg)
 	return set, p, err
+}
+
+// warnResolution says on stderr what the resolution warns of, and what
+// gpuctk-device-plugin would refuse (Set.Refused): `cdi generate` and
+// `labels` go on, as the spec and the labels serve a node the plugin
+// refuses; `config check` fails on it.
+func warnResolution(c *cli.Context, set *offer.Set) {
+	for _, w := range set.Warnings {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
+	}
+	if set.Refused != nil {
+		for _, line := range strings.Split(set.Refused.Error(), "\n") {
+			fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning: gpuctk-device-plugin refuses this configuration:", line)
+		}
+	}
 }

@@ -36,6 +36,7 @@ func printLabels(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	warnResolution(c, set)
 	l, err := labels.For(set, cfg.Kubernetes)
 	if err != nil {
 		return err

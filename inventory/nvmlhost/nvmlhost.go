@@ -89,6 +89,7 @@ func (n *Source) Host() (*inventory.Host, error) {
 		return nil, fmt.Errorf("NVML: %w", err)
 	}
 	n.readNUMA(h, devs)
+	n.readFabric(h, devs)
 	h.Sort()
 	if err := h.Validate(); err != nil {
 		return nil, fmt.Errorf("NVML: %w", err)
@@ -109,6 +110,24 @@ func (n *Source) readNUMA(h *inventory.Host, devs []nvml.Device) {
 		if node, ret := dev.GetNumaNodeId(); ret == nvml.SUCCESS && node >= 0 {
 			h.GPUs[i].NUMANode = &node
 		}
+	}
+}
+
+// readFabric sets the clique of each GPU attached to an NVLink fabric
+// (GB200 NVL72 and the like) whose registration completed, as GPU feature
+// discovery's gpu.clique reads it. Older drivers lack the call: it is
+// looked up first, as for readNUMA; go-nvml's mocks are asked directly.
+func (n *Source) readFabric(h *inventory.Host, devs []nvml.Device) {
+	if n.path != "" && n.lib.Extensions().LookupSymbol("nvmlDeviceGetGpuFabricInfo") != nil {
+		return
+	}
+	for i, dev := range devs {
+		f, ret := dev.GetGpuFabricInfo()
+		if ret != nvml.SUCCESS || f.State != nvml.GPU_FABRIC_STATE_COMPLETED || nvml.Return(f.Status) != nvml.SUCCESS {
+			continue
+		}
+		u := f.ClusterUuid
+		h.GPUs[i].Clique = fmt.Sprintf("%x-%x-%x-%x-%x.%d", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16], f.CliqueId)
 	}
 }
 

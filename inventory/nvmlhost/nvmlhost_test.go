@@ -44,6 +44,8 @@ func dgx(t *testing.T, mig map[int][]migSpec) *dgxa100.Server {
 			}
 			return p, nvml.SUCCESS
 		}
+		// Not attached to an NVLink fabric, as all but GB200-class GPUs.
+		dev.GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) { return nvml.GpuFabricInfo{}, nvml.ERROR_NOT_SUPPORTED }
 		// The mock has no topology; the fake library's tests cover it.
 		dev.GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 			return 0, nvml.ERROR_NOT_SUPPORTED
@@ -435,6 +437,33 @@ func TestMIGProfileName(t *testing.T) {
 		if got := migProfile(attr, tc.gpuBytes); got != tc.want {
 			t.Errorf("migProfile(%dg %dc %d MiB of %d MiB) = %s, want %s", tc.g, tc.c, tc.memMiB, tc.gpuBytes/mib, got, tc.want)
 		}
+	}
+}
+
+// TestFabricClique: a GPU whose fabric registration completed has the
+// clique GPU feature discovery labels, "<cluster UUID>.<clique ID>"; one
+// still registering, or failed, has none.
+func TestFabricClique(t *testing.T) {
+	s := dgx(t, nil)
+	uuid := [16]uint8{0x7b, 0x96, 0x8a, 0x6d, 0xc8, 0xaa, 0x45, 0xe1, 0x9e, 0x07, 0xe1, 0xe5, 0x1b, 0xe9, 0x9c, 0x31}
+	for i, d := range s.Devices {
+		state := uint8(nvml.GPU_FABRIC_STATE_COMPLETED)
+		if i == 1 {
+			state = nvml.GPU_FABRIC_STATE_IN_PROGRESS
+		}
+		d.(*dgxa100.Device).GetGpuFabricInfoFunc = func() (nvml.GpuFabricInfo, nvml.Return) {
+			return nvml.GpuFabricInfo{ClusterUuid: uuid, CliqueId: 1, State: state, Status: uint32(nvml.SUCCESS)}, nvml.SUCCESS
+		}
+	}
+	h, err := New(s).Host()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.GPUs[0].Clique, "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.1"; got != want {
+		t.Errorf("GPU 0 clique %q, want %q", got, want)
+	}
+	if got := h.GPUs[1].Clique; got != "" {
+		t.Errorf("GPU 1, still registering: clique %q, want none", got)
 	}
 }
 

@@ -1,0 +1,59 @@
+package nvconfig
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/readfile"
+)
+
+// Load reads a configuration file that holds either gpuctk's config.toml
+// or one NVIDIA device plugin config (version: v1), converted as Convert
+// converts it, with its warnings: a ConfigMap moved from NVIDIA's plugin
+// runs as it is. explicit is config.Load's: a missing file is an error
+// only then.
+func Load(path string, explicit bool) (*config.Config, []string, error) {
+	data, err := readfile.Limited(path, MaxSize)
+	if err == nil && IsConfigMap(data) {
+		return nil, nil, fmt.Errorf("config %s: a ConfigMap: mount it as a folder (--config-dir), or give one of its configs", path)
+	}
+	if err != nil || !isNVIDIA(data) {
+		if errors.Is(err, fs.ErrNotExist) || err == nil {
+			cfg, err := config.Load(path, explicit)
+			return cfg, nil, err
+		}
+		return nil, nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	outs, err := Convert(data, path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config %s: an NVIDIA device plugin config gpuctk cannot run: %w", path, err)
+	}
+	cfg, err := config.Parse(outs[0].TOML)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config %s: converted from NVIDIA's: %w", path, err)
+	}
+	cfg.Path = path
+	return cfg, outs[0].Warnings, nil
+}
+
+// isNVIDIA reports whether data is an NVIDIA device plugin config: a YAML
+// or JSON mapping with a version key, which no config.toml is.
+func isNVIDIA(data []byte) bool {
+	var doc map[string]any
+	if yaml.Unmarshal(data, &doc) != nil {
+		return false
+	}
+	_, ok := doc["version"]
+	return ok
+}
+
+// IsConfigMap reports whether data is a Kubernetes ConfigMap (of NVIDIA's
+// configs, one per key).
+func IsConfigMap(data []byte) bool {
+	root, err := parse(data)
+	return err == nil && isConfigMap(root)
+}
