@@ -123,14 +123,22 @@ func binDirs(libDirs []string) []string {
 // whose PATH is its own. When there is none, the error wraps
 // fs.ErrNotExist.
 func FindBinary(driverRoot, name string, opts ...Option) (string, error) {
-	r := Root(driverRoot)
+	return findBinary(Root(driverRoot), name, ProgramDirs(driverRoot, opts...), false)
+}
+
+// ProgramDirs are the folders under a driver root (absolute, as the root
+// has them) that hold the driver's programs, in the order FindBinary
+// looks: the bin/ of the driver prefix holding libnvidia-ml, then
+// BinDirs. A program run from one finds its fellows (the MPS control
+// daemon its server) with them on its PATH.
+func ProgramDirs(driverRoot string, opts ...Option) []string {
 	var libDirs []string
 	if lib, err := FindLibrary(driverRoot, "libnvidia-ml.so.1", opts...); err == nil {
-		if rel, ok := r.Rel(lib); ok {
+		if rel, ok := Root(driverRoot).Rel(lib); ok {
 			libDirs = []string{path.Dir("/" + rel)}
 		}
 	}
-	return findBinary(r, name, binDirs(libDirs), false)
+	return binDirs(libDirs)
 }
 
 // findBinary returns the host path of the first ELF program called name

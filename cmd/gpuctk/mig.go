@@ -22,6 +22,7 @@ func migFlags(layout bool) []cli.Flag {
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "a simulated host's profile file instead of NVML (apply rewrites it); an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") is read-only"},
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config, else the driver root)"},
+		libraryPathFlag(),
 	}
 	if layout {
 		flags = append(flags,
@@ -175,7 +176,7 @@ func migApply(c *cli.Context) error {
 			return err
 		}
 	} else {
-		lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+		lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1", driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...))
 		if err != nil {
 			return err
 		}
