@@ -158,10 +158,10 @@ func findBinary(r Root, name string, dirs []string, elfOnly bool) (string, error
 		if err != nil {
 			return "", fmt.Errorf("driver root %s: %w", r, err)
 		}
-		if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		if !st.Mode().IsRegular() || st.Mode()&0o111 == 0 || !inRoot(r, p) {
 			continue
 		}
-		if isELF(r, p) {
+		if isELF(p) {
 			return p, nil
 		}
 		if first == "" {
@@ -171,17 +171,18 @@ func findBinary(r Root, name string, dirs []string, elfOnly bool) (string, error
 	if first != "" && !elfOnly {
 		return first, nil
 	}
-	return "", notFound(fmt.Sprintf("driver root %s: no ELF program %s in %s", r, name, strings.Join(dirs, ", ")))
+	return "", notFound(fmt.Sprintf("driver root %s: %s is not in %s", r, name, strings.Join(dirs, ", ")))
 }
 
 // elfMagic starts every ELF file.
 var elfMagic = []byte("\x7fELF")
 
-// isELF reports whether p, a host path under the root whose last
-// component is no link, is an ELF file that is there: a folder on its way
-// that links out of the root (whose file the container, given the
-// driver's files only, would not run as the host does) is not.
-func isELF(r Root, p string) bool {
+// inRoot reports whether p, a host path under the root whose last
+// component is no link, is still under the root with the links of the
+// folders on its way followed: one that leads out of the root is a file
+// the host does not have there (the container, given the driver's files
+// only, would lack what it needs beside it).
+func inRoot(r Root, p string) bool {
 	real, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		return false
@@ -190,10 +191,14 @@ func isELF(r Root, p string) bool {
 	if err != nil {
 		return false
 	}
-	if _, under := Root(root).Rel(real); !under {
-		return false
-	}
-	head, err := readfile.Head(real, int64(len(elfMagic)))
+	_, under := Root(root).Rel(real)
+	return under
+}
+
+// isELF reports whether p is an ELF file, read through the bounded reader
+// (a FIFO in its place costs no wait).
+func isELF(p string) bool {
+	head, err := readfile.Head(p, int64(len(elfMagic)))
 	return err == nil && bytes.Equal(head, elfMagic)
 }
 
