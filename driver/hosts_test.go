@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/inventory"
@@ -56,14 +57,17 @@ func TestDiscoverHostLayouts(t *testing.T) {
 		build func(t *testing.T, root string, p *inventory.Profile)
 		opts  []Option
 		lib   string
+		// readOnly: the prefix is a read-only file system.
+		readOnly bool
 		// from is where the host keeps each file the container gets at
 		// the given path, under the root.
 		from map[string]string
 	}{
 		{
-			name:  "prefix on its own read-only file system",
-			build: func(t *testing.T, root string, p *inventory.Profile) { fakehost.BuildPrefix(t, root, p) },
-			lib:   fakehost.Prefix + "/lib64",
+			name:     "prefix on its own read-only file system",
+			build:    func(t *testing.T, root string, p *inventory.Profile) { fakehost.BuildPrefix(t, root, p) },
+			lib:      fakehost.Prefix + "/lib64",
+			readOnly: true,
 			from: map[string]string{
 				"/usr/bin/nvidia-smi":                                       fakehost.Prefix + "/bin/nvidia-smi",
 				"/usr/bin/nvidia-cuda-mps-control":                          fakehost.Prefix + "/bin/nvidia-cuda-mps-control",
@@ -94,6 +98,13 @@ func TestDiscoverHostLayouts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			tc.build(t, root, p)
+			var st unix.Statfs_t
+			if err := unix.Statfs(filepath.Join(root, path.Dir(tc.lib)), &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Flags&unix.ST_RDONLY != 0; got != tc.readOnly {
+				t.Fatalf("%s read-only: %v, want %v", path.Dir(tc.lib), got, tc.readOnly)
+			}
 			f, err := Discover(root, root, v, tc.opts...)
 			if err != nil {
 				t.Fatal(err)
