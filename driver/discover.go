@@ -92,15 +92,17 @@ func Discover(driverRoot, devRoot, version string, opts ...Option) (*Files, erro
 	f.findDataFiles(dr)
 	for _, d := range firmwareDirs(dv) {
 		fws, _ := filepath.Glob(dr.Join(path.Join(d, "nvidia", version, "gsp*.bin")))
-		fws = slices.DeleteFunc(fws, func(p string) bool { return !isRegular(p) })
-		if len(fws) == 0 {
-			continue
-		}
+		found := false
 		for _, fw := range fws {
-			p := path.Join(firmwareDir, version, filepath.Base(fw))
-			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: firmwareOptions})
+			name := filepath.Base(fw)
+			if hp := follow(dr, path.Join(d, "nvidia", version, name)); hp != "" && isRegular(hp) {
+				f.Mounts = append(f.Mounts, &specs.Mount{HostPath: hp, ContainerPath: path.Join(firmwareDir, version, name), Options: firmwareOptions})
+				found = true
+			}
 		}
-		break
+		if found {
+			break
+		}
 	}
 	for _, s := range sockets {
 		if st, err := os.Lstat(dr.Join(s)); err == nil && st.Mode().Type() == fs.ModeSocket {

@@ -281,6 +281,23 @@ func TestDiscoverFirmware(t *testing.T) {
 	}
 }
 
+// TestDiscoverFirmwareLink: a firmware file that is a link (absolute, as
+// packages make them) is followed under the driver root, and the file it
+// leads to mounted.
+func TestDiscoverFirmwareLink(t *testing.T) {
+	root, p := fakeRoot(t, "h100")
+	at := "/lib/firmware/nvidia/" + p.DriverVersion + "/gsp_ga10x.bin"
+	put(t, root, "/opt/nvidia/firmware/gsp_ga10x.bin", []byte("firmware"))
+	link(t, root, at, "/opt/nvidia/firmware/gsp_ga10x.bin")
+	f, err := Discover(root, root, p.DriverVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := mountsOf(f)[at]; m == nil || m.HostPath != filepath.Join(root, "/opt/nvidia/firmware/gsp_ga10x.bin") {
+		t.Errorf("%s mounted as %+v, want from the file its link leads to", at, m)
+	}
+}
+
 // put writes a file under root, making its folder.
 func put(t *testing.T, root, p string, data []byte) {
 	t.Helper()
