@@ -130,6 +130,9 @@ func TestDiscoverHostLayouts(t *testing.T) {
 			if nvml, err := FindLibrary(root, "libnvidia-ml.so.1", tc.opts...); err != nil || nvml != filepath.Join(root, tc.lib, "libnvidia-ml.so.1") {
 				t.Errorf("FindLibrary(libnvidia-ml.so.1) = %s, %v", nvml, err)
 			}
+			if dirs := ProgramDirs(root, tc.opts...); dirs[0] != path.Join(path.Dir(tc.lib), "bin") {
+				t.Errorf("ProgramDirs = %q, want the prefix's bin/ first", dirs)
+			}
 			ctl := path.Join(path.Dir(tc.lib), "bin/nvidia-cuda-mps-control")
 			if got, err := FindBinary(root, "nvidia-cuda-mps-control", tc.opts...); err != nil || got != filepath.Join(root, ctl) {
 				t.Errorf("FindBinary(nvidia-cuda-mps-control) = %s, %v; want %s", got, err, filepath.Join(root, ctl))
