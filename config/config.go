@@ -87,8 +87,13 @@ type CDI struct {
 	// sees it elsewhere (gpuctk in a container with the host's / at
 	// /driver-root): the spec's mounts name host paths. Empty means the
 	// driver root.
-	HostDriverRoot string   `toml:"host-driver-root"`
-	SpecDirs       []string `toml:"spec-dirs"`
+	HostDriverRoot string `toml:"host-driver-root"`
+	// LibrarySearchPaths are folders under the driver root holding the
+	// driver's libraries when no ld.so.cache lists them (GKE's
+	// /home/kubernetes/bin/nvidia/lib64): searched after the root's linker
+	// cache, before the usual folders; NVML's library is found there too.
+	LibrarySearchPaths []string `toml:"library-search-paths"`
+	SpecDirs           []string `toml:"spec-dirs"`
 	// ReplicaNames are the styles of name (IndexNames, ...)
 	// each replica of a shared device gets; whole devices get all their
 	// names. Every name costs a runtime time to read at each container
@@ -213,6 +218,9 @@ func (c *Config) setDefaults() {
 	setDefault(&c.CDI.DriverRoot, "/")
 	if len(c.CDI.SpecDirs) == 0 {
 		c.CDI.SpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
+	}
+	if c.CDI.LibrarySearchPaths == nil {
+		c.CDI.LibrarySearchPaths = []string{} // none: an empty list is the same
 	}
 	// nil only: an empty list written in the file is an error.
 	if c.CDI.ReplicaNames == nil {
@@ -400,6 +408,11 @@ func (c *CDI) validate() error {
 	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}} {
 		if r.path != "" && !filepath.IsAbs(r.path) {
 			return fmt.Errorf(`%q %q is not an absolute path: give the folder's full path, such as /run/nvidia/driver`, r.key, r.path)
+		}
+	}
+	for _, p := range c.LibrarySearchPaths {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf(`"library-search-paths" holds %q, not an absolute path: give each folder as the host has it, such as /home/kubernetes/bin/nvidia/lib64 (taken under the driver root)`, p)
 		}
 	}
 	// The spec's kind is vendor/class: the spec's own validation parses

@@ -59,6 +59,7 @@ func TestParseErrors(t *testing.T) {
 		{"syntax", "[[sharing]\n", "line 1"},
 		// gpuctk-runtime runs in the bundle's folder: a relative path
 		// would put its cache and log in every container's bundle.
+		{"relative library search path", "[cdi]\nlibrary-search-paths = [\"/home/kubernetes/bin/nvidia/lib64\", \"lib64\"]\n", `"library-search-paths" holds "lib64", not an absolute path`},
 		{"relative cache-dir", "[runtime]\ncache-dir = \"runtime-cache\"\n", `[runtime] "cache-dir" "runtime-cache" is not an absolute path`},
 		{"relative log-file", "[runtime]\nlog-file = \"gpuctk-runtime.log\"\n", `[runtime] "log-file" "gpuctk-runtime.log" is not an absolute path`},
 	} {

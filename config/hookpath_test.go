@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -46,5 +47,17 @@ func TestRootsAbsolute(t *testing.T) {
 	}
 	if err := Default().Override(map[string]string{"host-driver-root": "host"}); err == nil || !strings.Contains(err.Error(), "host-driver-root") {
 		t.Errorf("--host-driver-root host: %v, want an error naming it", err)
+	}
+	// --library-search-path, repeated (the command line joins the values
+	// with commas): the folders as given, each taken under the driver root.
+	c = Default()
+	if err := c.Override(map[string]string{"library-search-path": "/home/kubernetes/bin/nvidia/lib64,/opt/nvidia/lib"}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/home/kubernetes/bin/nvidia/lib64", "/opt/nvidia/lib"}; !slices.Equal(c.CDI.LibrarySearchPaths, want) {
+		t.Errorf("--library-search-path: %q, want %q", c.CDI.LibrarySearchPaths, want)
+	}
+	if err := Default().Override(map[string]string{"library-search-path": "lib64"}); err == nil || !strings.Contains(err.Error(), "library-search-paths") {
+		t.Errorf("--library-search-path lib64: %v, want an error naming it", err)
 	}
 }

@@ -17,10 +17,13 @@ var overrides = map[string]func(c *Config, v string){
 	"driver-root":      func(c *Config, v string) { c.CDI.DriverRoot = absolute(v) },
 	"dev-root":         func(c *Config, v string) { c.CDI.DevRoot = absolute(v) },
 	"host-driver-root": func(c *Config, v string) { c.CDI.HostDriverRoot = v },
-	"hook-path":        func(c *Config, v string) { c.CDI.HookPath = v },
-	"vendor":           func(c *Config, v string) { c.CDI.Vendor = v },
-	"class":            func(c *Config, v string) { c.CDI.Class = v },
-	"spec-dir":         func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
+	// nvidia-ctk's name for the flag, repeatable: each folder is taken
+	// under the driver root, so it stays as given.
+	"library-search-path": func(c *Config, v string) { c.CDI.LibrarySearchPaths = strings.Split(v, ",") },
+	"hook-path":           func(c *Config, v string) { c.CDI.HookPath = v },
+	"vendor":              func(c *Config, v string) { c.CDI.Vendor = v },
+	"class":               func(c *Config, v string) { c.CDI.Class = v },
+	"spec-dir":            func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
 	// nvidia-ctk's name for the flag.
 	"device-name-strategy": func(c *Config, v string) { c.CDI.DeviceNames = strings.Split(v, ",") },
 	"state-root":           func(c *Config, v string) { c.MPS.StateRoot = v },

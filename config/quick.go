@@ -116,6 +116,8 @@ func (d *CDI) setQuick(key string, v *unstable.Node) bool {
 		return quickString(v, &d.HostDriverRoot)
 	case "spec-dirs":
 		return quickStrings(v, &d.SpecDirs)
+	case "library-search-paths":
+		return quickStrings(v, &d.LibrarySearchPaths)
 	case "replica-names":
 		return quickStrings(v, &d.ReplicaNames)
 	case "device-names":

@@ -78,13 +78,14 @@ func (f *Files) findDataFiles(r Root) {
 			provided[path.Base(m.ContainerPath)] = m.ContainerPath
 		}
 	}
+	prefixes := prefixes(f.LibDirs)
 	for _, d := range dataFiles {
-		for _, p := range d.paths {
-			p = strings.ReplaceAll(p, "%v", f.Version)
+		for _, at := range d.places(prefixes) {
+			p := strings.ReplaceAll(at.container, "%v", f.Version)
 			// Debian's alternatives (Xorg's nvidia_drv.so, through
 			// /etc/alternatives, absolute): the file the links lead to
 			// under the root, mounted at the usual path.
-			hp := follow(r, p)
+			hp := follow(r, strings.ReplaceAll(at.host, "%v", f.Version))
 			if hp == "" || !isRegular(hp) {
 				continue
 			}
@@ -106,6 +107,29 @@ func (f *Files) findDataFiles(r Root) {
 			break
 		}
 	}
+}
+
+// place is where a data file may be under the root, and where a container
+// gets it.
+type place struct{ host, container string }
+
+// places are where a data file is looked for, in order: its usual paths,
+// then the share/ of each driver prefix (/usr/local/nvidia/share/vulkan/...)
+// for a file usually in /usr/share, which a container gets there, where
+// its loaders look.
+func (d dataFile) places(prefixes []string) []place {
+	var out []place
+	for _, p := range d.paths {
+		out = append(out, place{p, p})
+	}
+	for _, pre := range prefixes {
+		for _, p := range d.paths {
+			if rest, ok := strings.CutPrefix(p, "/usr/share/"); ok {
+				out = append(out, place{path.Join(pre, "share", rest), p})
+			}
+		}
+	}
+	return out
 }
 
 func (f *Files) capMountLists() [][]*specs.Mount {

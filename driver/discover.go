@@ -47,12 +47,13 @@ var LibDirs = []string{
 	"/usr/lib", "/lib", "/usr/local/nvidia/lib64",
 }
 
-// BinDirs are searched, in order, for the driver's programs.
+// BinDirs are searched, in order, for the driver's programs, after the
+// bin/ of the driver prefix holding its libraries (see prefixes).
 var BinDirs = []string{"/usr/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/bin", "/usr/local/nvidia/bin"}
 
 // Discover finds the files of the driver of the given version installed
-// under driverRoot, with device nodes and /proc under devRoot.
-func Discover(driverRoot, devRoot, version string) (*Files, error) {
+// under driverRoot, with device nodes, /proc and /sys under devRoot.
+func Discover(driverRoot, devRoot, version string, opts ...Option) (*Files, error) {
 	dr, dv := Root(driverRoot), Root(devRoot)
 	if err := isDir(driverRoot, "driver root"); err != nil {
 		return nil, err
@@ -72,30 +73,36 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 		}
 		f.ControlNodes = append(f.ControlNodes, n)
 	}
-	if err := f.findLibraries(dr); err != nil {
+	if err := f.findLibraries(dr, newSearch(opts)); err != nil {
 		return nil, err
 	}
+	// The driver's ELF programs, never a wrapper script (one that execs
+	// /usr/local/nvidia/bin/nvidia-smi fails in a container without that
+	// folder), at the path every image's PATH has.
 	for _, b := range binaries {
-		p, at, err := findBinary(driverRoot, b)
+		p, err := findBinary(dr, b, binDirs(f.LibDirs), true)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // not every driver ships every program
 		}
 		if err != nil {
 			return nil, err
 		}
-		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: at, Options: fileOptions})
+		f.Mounts = append(f.Mounts, &specs.Mount{HostPath: p, ContainerPath: path.Join(standardBin, b), Options: fileOptions})
 	}
 	f.findDataFiles(dr)
-	for _, d := range []string{firmwareDir, "/usr/lib/firmware/nvidia"} {
-		fws, _ := filepath.Glob(dr.Join(path.Join(d, version, "gsp*.bin")))
-		if len(fws) == 0 {
-			continue
-		}
+	for _, d := range firmwareDirs(dv) {
+		fws, _ := filepath.Glob(dr.Join(path.Join(d, "nvidia", version, "gsp*.bin")))
+		found := false
 		for _, fw := range fws {
-			p := path.Join(d, version, filepath.Base(fw))
-			f.Mounts = append(f.Mounts, &specs.Mount{HostPath: fw, ContainerPath: p, Options: firmwareOptions})
+			name := filepath.Base(fw)
+			if hp := follow(dr, path.Join(d, "nvidia", version, name)); hp != "" && isRegular(hp) {
+				f.Mounts = append(f.Mounts, &specs.Mount{HostPath: hp, ContainerPath: path.Join(firmwareDir, version, name), Options: firmwareOptions})
+				found = true
+			}
 		}
-		break
+		if found {
+			break
+		}
 	}
 	for _, s := range sockets {
 		if st, err := os.Lstat(dr.Join(s)); err == nil && st.Mode().Type() == fs.ModeSocket {
@@ -106,9 +113,9 @@ func Discover(driverRoot, devRoot, version string) (*Files, error) {
 }
 
 // findLibraries looks up each driver library first in the root's linker
-// cache, then in the usual library folders, and takes the file whose name
-// carries the driver version.
-func (f *Files) findLibraries(r Root) error {
+// cache, then in the library search paths and the usual library folders,
+// and takes the file whose name carries the driver version.
+func (f *Files) findLibraries(r Root, s search) error {
 	dirs, err := cacheDirs(r, func(base string) bool {
 		return slices.ContainsFunc(libraries, func(l library) bool { return l.base == base })
 	})
@@ -116,13 +123,13 @@ func (f *Files) findLibraries(r Root) error {
 		return err
 	}
 	for _, l := range libraries {
-		found, err := l.find(r, append(dirs[l.base], LibDirs...), f.Version)
+		found, err := l.find(r, s.libDirs(dirs[l.base]), f.Version)
 		if err != nil {
 			return err
 		}
 		if found == "" {
 			if l.required {
-				return fmt.Errorf("driver library %s not found under driver root %s (looked in its /etc/ld.so.cache and %s): is driver %s installed there?", l.base+".so."+f.Version, r, strings.Join(LibDirs, ", "), f.Version)
+				return fmt.Errorf("driver library %s not found under driver root %s (looked in %s): is driver %s installed there? (give a folder no linker cache lists with --library-search-path)", l.base+".so."+f.Version, r, s.where(), f.Version)
 			}
 			continue
 		}
@@ -138,16 +145,25 @@ func (f *Files) findLibraries(r Root) error {
 
 // find returns the container path of a library's file, "" when there is
 // none: the file whose name carries the driver version (or the library's
-// own suffix), in the first folder that has it.
+// own suffix), in the first folder that has it. A library that has a
+// sub-folder of its own (vdpau/) is looked for there first, then in the
+// folder itself, where a driver prefix keeps it (/usr/local/nvidia/lib64).
 func (l library) find(r Root, dirs []string, version string) (string, error) {
 	suffix := version
 	if l.suffix != "" {
 		suffix = l.suffix
 	}
-	for _, d := range dirs {
-		if l.dir != "" && path.Base(d) != l.dir {
-			d = path.Join(d, l.dir)
+	if l.dir != "" {
+		var both []string
+		for _, d := range dirs {
+			if path.Base(d) != l.dir {
+				both = append(both, path.Join(d, l.dir))
+			}
+			both = append(both, d)
 		}
+		dirs = both
+	}
+	for _, d := range dirs {
 		pattern := path.Join(d, l.base+".so."+suffix)
 		if l.suffix == "" {
 			if isRegular(r.Join(pattern)) {
@@ -450,4 +466,46 @@ func isLink(p string) bool {
 func isRegular(p string) bool {
 	st, err := os.Lstat(p)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// firmwareClassPath is the folder the kernel looks for firmware in before
+// its built-in ones, when the host sets it (a driver prefix's firmware/).
+const firmwareClassPath = "/sys/module/firmware_class/parameters/path"
+
+// firmwareDirs are the folders the kernel loads firmware from, in its
+// order (fw_path in drivers/base/firmware_loader/main.c), each to be taken
+// under the driver root: the firmware class path, read under the dev root
+// as /sys is, then /lib/firmware/updates/<release>, /lib/firmware/updates,
+// /lib/firmware/<release> and /lib/firmware, <release> being the running
+// kernel's (uname -r). /usr/lib/firmware last, for a root whose /lib is
+// no link to it.
+func firmwareDirs(dev Root) []string {
+	var dirs []string
+	if data, err := readfile.Regular(dev.Join(firmwareClassPath), 4096); err == nil {
+		if p := strings.TrimSpace(string(data)); path.IsAbs(p) {
+			dirs = append(dirs, path.Clean(p))
+		}
+	}
+	release := kernelRelease(dev)
+	for _, d := range []string{"/lib/firmware/updates/" + release, "/lib/firmware/updates", "/lib/firmware/" + release, "/lib/firmware", "/usr/lib/firmware"} {
+		if !strings.HasSuffix(d, "/") && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// kernelRelease is the running kernel's release, as /proc under the dev
+// root gives it (uname's when it does not); "" when unknown.
+func kernelRelease(dev Root) string {
+	if data, err := readfile.Regular(dev.Join("/proc/sys/kernel/osrelease"), 256); err == nil {
+		if r := strings.TrimSpace(string(data)); r != "" && !strings.ContainsAny(r, "/\n") {
+			return r
+		}
+	}
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
 }

@@ -25,15 +25,15 @@ func IsLibrary(name string) bool {
 }
 
 // Libraries returns the driver's libraries under a driver root: each name
-// in LibDirs that IsLibrary accepts (the first folder's where two hold
-// it), with the host path of the file it leads to, its links followed
-// inside the root as a chroot would (Debian's links through
-// /etc/alternatives are absolute). A name whose links are broken is left
-// out.
-func Libraries(driverRoot string) map[string]string {
+// in the library search paths and LibDirs that IsLibrary accepts (the
+// first folder's where two hold it), with the host path of the file it
+// leads to, its links followed inside the root as a chroot would (Debian's
+// links through /etc/alternatives are absolute). A name whose links are
+// broken is left out.
+func Libraries(driverRoot string, opts ...Option) map[string]string {
 	r := Root(driverRoot)
 	out := map[string]string{}
-	for _, d := range LibDirs {
+	for _, d := range newSearch(opts).libDirs(nil) {
 		entries, err := os.ReadDir(r.Join(d))
 		if err != nil {
 			continue

@@ -182,7 +182,7 @@ wait:
 func (m *Manager) env(d *offer.Share, daemon bool) []string {
 	var path []string
 	if m.driverRoot != "/" {
-		for _, dir := range driver.BinDirs {
+		for _, dir := range driver.ProgramDirs(m.driverRoot, m.driver...) {
 			path = append(path, filepath.Join(m.driverRoot, dir))
 		}
 	}
@@ -226,7 +226,7 @@ func (m *Manager) linkDriverLibs(d *offer.Share) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("driver library folder: %w", err)
 	}
-	for name, target := range driver.Libraries(m.driverRoot) {
+	for name, target := range driver.Libraries(m.driverRoot, m.driver...) {
 		if err := os.Symlink(target, filepath.Join(tmp, name)); err != nil {
 			return fmt.Errorf("driver library folder: %w", err)
 		}

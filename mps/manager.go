@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -22,11 +23,13 @@ import (
 // Manager starts, stops and reports the MPS control daemons of a host.
 type Manager struct {
 	driverRoot string
-	stateRoot  string
-	shmSize    config.Size
-	pipeSize   config.Size
-	modes      ComputeModer
-	timeout    time.Duration
+	// driver says where, beyond the usual folders, the driver's files are.
+	driver    []driver.Option
+	stateRoot string
+	shmSize   config.Size
+	pipeSize  config.Size
+	modes     ComputeModer
+	timeout   time.Duration
 }
 
 // Option configures a Manager.
@@ -34,6 +37,14 @@ type Option func(*Manager)
 
 // WithDriverRoot sets where the driver's files are.
 func WithDriverRoot(root string) Option { return func(m *Manager) { m.driverRoot = root } }
+
+// WithLibrarySearchPaths sets folders under the driver root that hold
+// the driver's libraries when no linker cache lists them ([cdi]
+// library-search-paths): the daemon's libraries and programs are found
+// there.
+func WithLibrarySearchPaths(dirs ...string) Option {
+	return func(m *Manager) { m.driver = append(m.driver, driver.WithLibrarySearchPaths(dirs...)) }
+}
 
 // WithStateRoot sets the folder of the daemons' pipe, log and shm folders
 // (default: [mps] state-root's default).
@@ -108,7 +119,7 @@ func (m *Manager) Start(ctx context.Context, devs []*offer.Share) ([]Result, err
 			return nil, fmt.Errorf("MPS device %s: its folder is %s, not %s: resolve the devices with the state root the manager uses", d, d.Dir, want)
 		}
 	}
-	ctl, err := FindControl(m.driverRoot)
+	ctl, err := FindControl(m.driverRoot, m.driver...)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +160,7 @@ func (m *Manager) Stop(ctx context.Context, devs []*offer.Share) ([]Result, erro
 	if err != nil {
 		return nil, err
 	}
-	ctl, ctlErr := FindControl(m.driverRoot)
+	ctl, ctlErr := FindControl(m.driverRoot, m.driver...)
 	var results []Result
 	errs := broken
 	for _, s := range all {
@@ -177,7 +188,7 @@ func (m *Manager) Status(ctx context.Context, devs []*offer.Share) ([]Status, er
 	if err != nil {
 		return nil, err
 	}
-	ctl, ctlErr := FindControl(m.driverRoot)
+	ctl, ctlErr := FindControl(m.driverRoot, m.driver...)
 	for i := range all {
 		s := &all[i]
 		s.PID = m.pid(s.Device)

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/gpuctk/gpuctk/internal/pagecache"
+	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/tests/fakehost"
 	"go.yaml.in/yaml/v3"
 	"golang.org/x/sys/unix"
 )
@@ -38,6 +40,20 @@ func TestGenerateBadInput(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "etc/ld.so.cache"), []byte("glibc-ld.so.cache1.1\x00garbage"), 0o644)
 			return []string{"--simulate", "l40s", "--driver-root", root}
 		}, "/etc/ld.so.cache: not an ld.so.cache this package can read: header truncated"},
+		{"GKE's libraries without a search path", func(t *testing.T) []string {
+			p, err := inventory.LoadProfile("h100")
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := filepath.Join(t.TempDir(), "driver")
+			if err := fakehost.BuildGKE(root, p); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"--simulate", "h100", "--driver-root", root}
+		}, "is driver 580.65.06 installed there? (give a folder no linker cache lists with --library-search-path)"},
+		{"relative library search path", func(t *testing.T) []string {
+			return []string{"--simulate", "l40s", "--library-search-path", "lib64"}
+		}, `"library-search-paths" holds "lib64", not an absolute path`},
 		{"malformed config", func(t *testing.T) []string {
 			return []string{"--simulate", "l40s", "--config", writeConfig(t, "[[sharing]]\ndevices = [\"0\"\n")}
 		}, "config "},

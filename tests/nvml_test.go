@@ -30,23 +30,11 @@ var (
 // library reads (set through fakenvml.EnvVar by the caller).
 func nvmlRoot(t *testing.T, p *inventory.Profile, faults ...fakenvml.Fault) (root, hostFile string) {
 	t.Helper()
-	fakeNVMLOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuctk-fakenvml-")
-		if err != nil {
-			fakeNVMLErr = err
-			return
-		}
-		fakeNVML = filepath.Join(dir, fakenvml.SONAME)
-		fakeNVMLErr = fakenvml.Build(fakeNVML)
-	})
-	if fakeNVMLErr != nil {
-		t.Fatal(fakeNVMLErr)
-	}
 	root = t.TempDir()
 	if err := fakehost.Build(root, p); err != nil {
 		t.Fatal(err)
 	}
-	lib, err := os.ReadFile(fakeNVML)
+	lib, err := os.ReadFile(fakeNVMLLibrary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,15 +47,40 @@ func nvmlRoot(t *testing.T, p *inventory.Profile, faults ...fakenvml.Fault) (roo
 	if out := run(t, "ldconfig", "-r", root, "-p"); !strings.Contains(out, "libnvidia-ml.so.1 (") {
 		t.Fatalf("ldconfig -r %s -p does not list libnvidia-ml.so.1:\n%s", root, out)
 	}
+	return root, nvmlHostFile(t, p, faults...)
+}
+
+// fakeNVMLLibrary returns the NVML test double, built once per run.
+func fakeNVMLLibrary(t *testing.T) string {
+	t.Helper()
+	fakeNVMLOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuctk-fakenvml-")
+		if err != nil {
+			fakeNVMLErr = err
+			return
+		}
+		fakeNVML = filepath.Join(dir, fakenvml.SONAME)
+		fakeNVMLErr = fakenvml.Build(fakeNVML)
+	})
+	if fakeNVMLErr != nil {
+		t.Fatal(fakeNVMLErr)
+	}
+	return fakeNVML
+}
+
+// nvmlHostFile writes the host the NVML test double describes: a
+// profile's, with faults.
+func nvmlHostFile(t *testing.T, p *inventory.Profile, faults ...fakenvml.Fault) string {
+	t.Helper()
 	h, err := p.Host()
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostFile = filepath.Join(t.TempDir(), "nvml-host")
+	hostFile := filepath.Join(t.TempDir(), "nvml-host")
 	if err := fakenvml.WriteFile(hostFile, h, faults...); err != nil {
 		t.Fatal(err)
 	}
-	return root, hostFile
+	return hostFile
 }
 
 // nvmlGenerate runs gpuctk cdi generate with JSON output and an empty config,

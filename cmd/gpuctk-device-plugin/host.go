@@ -49,6 +49,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
 		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, for the spec's mounts when the plugin sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /)"},
+		&cli.StringSliceFlag{Name: "library-search-path", EnvVars: envVar("library-search-path"), Usage: "a folder under the driver root holding the driver's libraries when no ld.so.cache lists them, such as GKE's /home/kubernetes/bin/nvidia/lib64 (repeatable, or comma-separated in the variable; default: config [cdi] library-search-paths)"},
 		&cli.StringFlag{Name: "labels-dir", EnvVars: envVar("labels-dir"), Usage: "also write the node's GPU labels as a Node Feature Discovery feature file in `DIR` (its features.d), at start and at every config change"},
 		&cli.StringFlag{Name: "hook-dir", EnvVars: envVar("hook-dir"), Usage: "copy the gpuctk-hook beside this binary into `DIR` (a host folder mounted at the same path) and have the spec call it there: for a node where gpuctk runs only from its image"},
 		&cli.DurationFlag{Name: "xid-recovery", Value: 10 * time.Minute, EnvVars: envVar("xid-recovery"), Usage: "how long a device stays Unhealthy after its last critical XID event (0: until the plugin restarts)"},
@@ -76,6 +77,9 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 			set[name] = c.String(name)
 		}
 	}
+	if c.IsSet("library-search-path") {
+		set["library-search-path"] = strings.Join(c.StringSlice("library-search-path"), ",")
+	}
 	if dir := c.String("hook-dir"); dir != "" {
 		set["hook-path"] = filepath.Join(dir, "gpuctk-hook")
 	}
@@ -84,7 +88,8 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 			return nil, err
 		}
 	}
-	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	search := driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...)
+	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot, search)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +103,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	var files *driver.Files
 	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
 		files = driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)
-	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion); err != nil {
+	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion, search); err != nil {
 		return nil, err
 	} else if *cfg.CDI.DriverFolder {
 		// As `gpuctk cdi generate` does; a driver upgrade replaces the
@@ -173,11 +178,14 @@ func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	root := cfg.CDI.DriverRoot
+	root, paths := cfg.CDI.DriverRoot, cfg.CDI.LibrarySearchPaths
 	if c.IsSet("driver-root") {
 		root = c.String("driver-root")
 	}
-	return nvmlhost.WatchXIDs(c.Context, root)
+	if c.IsSet("library-search-path") {
+		paths = c.StringSlice("library-search-path")
+	}
+	return nvmlhost.WatchXIDs(c.Context, root, driver.WithLibrarySearchPaths(paths...))
 }
 
 // maxNameSize bounds the --config-name-file: a label value is at most 63

@@ -32,7 +32,13 @@ func hostFlags() []cli.Flag {
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
 		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, when gpuctk sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /); the spec's mounts name the host's paths (default: config [cdi] host-driver-root, else the driver root)"},
+		libraryPathFlag(),
 	}
+}
+
+// libraryPathFlag is nvidia-ctk's --library-search-path.
+func libraryPathFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "library-search-path", EnvVars: envVar("library-search-path"), Usage: "a folder under the driver root holding the driver's libraries when no ld.so.cache lists them, such as GKE's /home/kubernetes/bin/nvidia/lib64 (repeatable; default: config [cdi] library-search-paths)"}
 }
 
 // debugf says something with --debug, on stderr.
@@ -79,7 +85,7 @@ func loadConfig(c *cli.Context) (*config.Config, error) {
 // loadInventory describes the host from --simulate (returning its profile
 // too) or, without it, from NVML found under the driver root.
 func loadInventory(c *cli.Context, cfg *config.Config) (*inventory.Host, *inventory.Profile, error) {
-	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot, driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...))
 	if err == nil && p == nil {
 		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
 	}
@@ -105,7 +111,7 @@ func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *invento
 		debugf(c, "driver files: a standard install of %s (no --driver-root)", h.DriverVersion)
 		return driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor), "", nil
 	}
-	f, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion)
+	f, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion, driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...))
 	if err != nil {
 		return nil, "", err
 	}

@@ -22,6 +22,7 @@ func migFlags(layout bool) []cli.Flag {
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "a simulated host's profile file instead of NVML (apply rewrites it); an embedded profile (" + strings.Join(inventory.Profiles(), ", ") + ") is read-only"},
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config, else the driver root)"},
+		libraryPathFlag(),
 	}
 	if layout {
 		flags = append(flags,
@@ -92,7 +93,7 @@ func migDevice(c *cli.Context, cfg *config.Config) (dev mig.Device, close func()
 		s, err := mig.OpenSimulator(sim)
 		return s, func() {}, err
 	}
-	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1")
+	lib, err := driver.FindLibrary(cfg.CDI.DriverRoot, "libnvidia-ml.so.1", driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ func mpsFlags() []cli.Flag {
 	return []cli.Flag{
 		configFlag(),
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are (default: [cdi] driver-root, /)"},
+		libraryPathFlag(),
 		&cli.StringFlag{Name: "simulate", EnvVars: envVar("simulate"), Usage: "read the GPUs from the simulated host `NAME` (or a profile file) instead of NVML; leaves compute modes alone"},
 		&cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "folder of the daemons' pipe, log and shm folders (default: [mps] state-root, /run/gpuctk/mps; set it there, as the spec's mounts use it too)"},
 		&cli.BoolFlag{Name: "no-compute-mode", EnvVars: envVar("no-compute-mode"), Usage: "leave the GPUs' compute modes alone"},
@@ -75,6 +76,7 @@ func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, erro
 	driverRoot := cfg.CDI.DriverRoot
 	opts := []mps.Option{
 		mps.WithDriverRoot(driverRoot),
+		mps.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...),
 		mps.WithStateRoot(cfg.MPS.StateRoot),
 		mps.WithShmSize(cfg.MPS.ShmSize),
 		mps.WithPipeSize(cfg.MPS.PipeSize),
@@ -83,7 +85,7 @@ func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, erro
 	// Compute modes are real hardware state: never touched for a
 	// simulated host.
 	if *cfg.MPS.SetComputeMode && !c.Bool("no-compute-mode") && c.String("simulate") == "" {
-		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+		lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1", driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...))
 		switch {
 		case err == nil:
 			opts = append(opts, mps.WithComputeModer(mps.NewNVMLComputeMode(nvml.New(nvml.WithLibraryPath(lib)))))

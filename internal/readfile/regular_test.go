@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -79,5 +80,32 @@ func TestRegular(t *testing.T) {
 	}
 	if _, err := Regular(filepath.Join(dir, "none"), 10); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestHead: Head reads the first bytes of a regular file, refuses a link
+// at the path, a FIFO and a device at once, and ignores the size bound.
+func TestHead(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("\x7fELF and more"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(file, link); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Head(file, 4); err != nil || string(got) != "\x7fELF" {
+		t.Errorf("Head(file) = %q, %v; want the ELF magic", got, err)
+	}
+	for _, p := range []string{link, fifo, "/dev/zero", dir} {
+		var nr *NotRegularError
+		if _, err := Head(p, 4); !errors.As(err, &nr) {
+			t.Errorf("Head(%s) = %v, want a *NotRegularError", p, err)
+		}
 	}
 }

@@ -385,7 +385,7 @@ func cString(b []int8) string {
 // simulated profile named by simulate (returning it too: its majors stand
 // in for the driver's files), or, when simulate is "", from the NVML
 // library found under driverRoot.
-func Load(simulate, driverRoot string) (*inventory.Host, *inventory.Profile, error) {
+func Load(simulate, driverRoot string, opts ...driver.Option) (*inventory.Host, *inventory.Profile, error) {
 	if simulate != "" {
 		p, err := inventory.LoadProfile(simulate)
 		if err != nil {
@@ -394,7 +394,7 @@ func Load(simulate, driverRoot string) (*inventory.Host, *inventory.Profile, err
 		h, err := p.Host()
 		return h, p, err
 	}
-	lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+	lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1", opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -96,8 +96,8 @@ func (n *Source) register() (nvml.EventSet, error) {
 
 // WatchXIDs reports the XID events of the GPUs of the NVML library found
 // under driverRoot (see Source.WatchXIDs).
-func WatchXIDs(ctx context.Context, driverRoot string) (<-chan inventory.XIDEvent, error) {
-	lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1")
+func WatchXIDs(ctx context.Context, driverRoot string, opts ...driver.Option) (<-chan inventory.XIDEvent, error) {
+	lib, err := driver.FindLibrary(driverRoot, "libnvidia-ml.so.1", opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,8 @@ type installed struct {
 	// content is a data file's content; a link's target when link is set.
 	content string
 	link    bool
+	// program makes the file a fake driver program (Program).
+	program bool
 }
 
 const (
@@ -135,15 +137,15 @@ var Driver580 = []installed{
 	{path: lib580 + "libnvidia-sandboxutils.so.%v", soname: "libnvidia-sandboxutils.so.1"},
 	{path: "/usr/share/nvidia/files.d/sandboxutils-filelist.json", content: `{"version": "1.0", "files": []}` + "\n"},
 	// programs and firmware
-	{path: "/usr/bin/nvidia-smi", content: "#!/bin/sh\necho nvidia-smi\n"},
-	{path: "/usr/bin/nvidia-debugdump", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-persistenced", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-cuda-mps-control", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-cuda-mps-server", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-imex", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-imex-ctl", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-settings", content: "#!/bin/sh\n"},
-	{path: "/usr/bin/nvidia-xconfig", content: "#!/bin/sh\n"},
+	{path: "/usr/bin/nvidia-smi", program: true},
+	{path: "/usr/bin/nvidia-debugdump", program: true},
+	{path: "/usr/bin/nvidia-persistenced", program: true},
+	{path: "/usr/bin/nvidia-cuda-mps-control", program: true},
+	{path: "/usr/bin/nvidia-cuda-mps-server", program: true},
+	{path: "/usr/bin/nvidia-imex", program: true},
+	{path: "/usr/bin/nvidia-imex-ctl", program: true},
+	{path: "/usr/bin/nvidia-settings", program: true},
+	{path: "/usr/bin/nvidia-xconfig", program: true},
 	{path: "/usr/bin/nvidia-bug-report.sh", content: "#!/bin/sh\n"},
 	{path: "/lib/firmware/nvidia/%v/gsp_ga10x.bin", content: "firmware"},
 	{path: "/lib/firmware/nvidia/%v/gsp_tu10x.bin", content: "firmware"},
@@ -183,6 +185,10 @@ func BuildFull(root string, p *inventory.Profile) error {
 			if err := os.Symlink(content, hp); err != nil {
 				return err
 			}
+		case f.program:
+			if err := installProgram(filepath.Base(hp), hp); err != nil {
+				return err
+			}
 		case f.soname != "":
 			soname := f.soname
 			if soname == "%v" {
@@ -194,7 +200,7 @@ func BuildFull(root string, p *inventory.Profile) error {
 		default:
 			mode := os.FileMode(0o644)
 			if strings.HasPrefix(f.path, "/usr/bin/") {
-				mode = 0o755
+				mode = 0o755 // nvidia-bug-report.sh
 			}
 			if err := os.WriteFile(hp, []byte(content), mode); err != nil {
 				return err

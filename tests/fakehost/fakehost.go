@@ -49,23 +49,49 @@ const (
 	objectVersion = "v1"
 )
 
+// programSource is the C source of every fake driver program: a static
+// ELF that says which program it stands for, so a test sees from the
+// output that the driver's program ran (not a wrapper script, nor the
+// image's own).
+const programSource = `#include <stdio.h>
+int main(int argc, char **argv) {
+	printf("%s: gpuctk fake driver program, args:", NAME);
+	for (int i = 1; i < argc; i++) printf(" %s", argv[i]);
+	printf("\n");
+	return 0;
+}
+`
+
 // SharedObject returns the path of an ELF shared object with the given
 // SONAME, built with gcc once and kept in the module's .cache/fakehost
 // (the user's cache folder outside a checkout): a folder per process
 // under /tmp was left behind by every test binary and fuzz worker.
 func SharedObject(soname string) (string, error) {
+	return buildOnce(soname, objectSource, "-shared", "-fPIC", "-Wl,-soname,"+soname)
+}
+
+// Program returns the path of a static ELF program standing for the
+// driver's program name (nvidia-smi): it prints
+// "NAME: gpuctk fake driver program, args: ARGS". Built as SharedObject is.
+func Program(name string) (string, error) {
+	return buildOnce("program-"+name, programSource, "-static", "-Os", "-s", fmt.Sprintf("-DNAME=%q", name))
+}
+
+// buildOnce builds src with gcc and args into a file named for name in
+// objectDir, once.
+func buildOnce(name, src string, args ...string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if p, ok := built[soname]; ok {
+	if p, ok := built[name]; ok {
 		return p, nil
 	}
 	dir, err := objectDir()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, soname+"."+objectVersion)
+	out := filepath.Join(dir, name+"."+objectVersion)
 	if _, err := os.Stat(out); err == nil {
-		built[soname] = out
+		built[name] = out
 		return out, nil
 	}
 	// Built under a unique name and renamed: test binaries of several
@@ -75,17 +101,17 @@ func SharedObject(soname string) (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	src, obj := filepath.Join(tmp, "fake.c"), filepath.Join(tmp, soname)
-	if err := os.WriteFile(src, []byte(objectSource), 0o644); err != nil {
+	c, obj := filepath.Join(tmp, "fake.c"), filepath.Join(tmp, name)
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		return "", err
 	}
-	if b, err := exec.Command("gcc", "-shared", "-fPIC", "-Wl,-soname,"+soname, "-o", obj, src).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("gcc (needed to build fake driver libraries): %v: %s", err, b)
+	if b, err := exec.Command("gcc", append(args, "-o", obj, c)...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc (needed to build fake driver files): %v: %s", err, b)
 	}
 	if err := os.Rename(obj, out); err != nil {
 		return "", err
 	}
-	built[soname] = out
+	built[name] = out
 	return out, nil
 }
 
@@ -123,7 +149,21 @@ func installObject(soname, dst string) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(obj)
+	return install(obj, dst)
+}
+
+// installProgram writes the fake driver program name at dst.
+func installProgram(name, dst string) error {
+	prog, err := Program(name)
+	if err != nil {
+		return err
+	}
+	return install(prog, dst)
+}
+
+// install copies a built file to dst, executable.
+func install(src, dst string) error {
+	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
@@ -136,8 +176,8 @@ func installObject(soname, dst string) error {
 // Build fills root with the driver files and device nodes of the host a
 // profile describes: control nodes, /dev/nvidiaN per GPU, MIG capability
 // nodes and /proc/driver/nvidia-caps/mig-minors, the libraries with their
-// SONAME links and an /etc/ld.so.cache from ldconfig, the binaries and the
-// GSP firmware.
+// SONAME links and an /etc/ld.so.cache from ldconfig, the programs (static
+// ELF stand-ins, see Program) and the GSP firmware.
 func Build(root string, p *inventory.Profile) error {
 	nv := func(minor int) int { return int(unix.Mkdev(195, uint32(minor))) }
 	nodes := map[string]int{
@@ -174,9 +214,6 @@ func Build(root string, p *inventory.Profile) error {
 		"/etc/ld.so.conf.d/x86_64-linux-gnu.conf":                    LibDir + "\n",
 		"/lib/firmware/nvidia/" + p.DriverVersion + "/gsp_ga10x.bin": "firmware",
 	}
-	for _, b := range Binaries {
-		files["/usr/bin/"+b] = "#!/bin/sh\necho " + b + "\n"
-	}
 	for path, content := range files {
 		hp := filepath.Join(root, path)
 		if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
@@ -188,6 +225,11 @@ func Build(root string, p *inventory.Profile) error {
 	}
 	for base, soname := range Libraries {
 		if err := installObject(soname, filepath.Join(root, LibDir, base+".so."+p.DriverVersion)); err != nil {
+			return err
+		}
+	}
+	for _, b := range Binaries {
+		if err := installProgram(b, filepath.Join(root, "/usr/bin", b)); err != nil {
 			return err
 		}
 	}
