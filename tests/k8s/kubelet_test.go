@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,6 +159,38 @@ func (n *node) pods(t *testing.T) string {
 	out, _ := exec.Command("nsenter", "-t", strings.TrimSpace(string(pid)), "-m", "-n",
 		"busybox", "wget", "-qO-", "http://127.0.0.1:10255/pods").CombinedOutput()
 	return string(out)
+}
+
+// podReady reports whether the kubelet has the static pod NAME-<node> Ready.
+func (n *node) podReady(t *testing.T, name string) bool {
+	t.Helper()
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status struct {
+				Conditions []struct {
+					Type   string `json:"type"`
+					Status string `json:"status"`
+				} `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(n.pods(t)), &list); err != nil {
+		return false
+	}
+	for _, p := range list.Items {
+		if !strings.HasPrefix(p.Metadata.Name, name+"-") {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // prepare checks the prerequisites and builds the binaries the tests run:
