@@ -336,7 +336,11 @@ func setLine(data []byte, path []string, key, value, mark string) (out []byte, i
 		case unstable.Table, unstable.ArrayTable:
 			current = keyPath(e.Key())
 			if e.Kind == unstable.Table && slices.Equal(current, path) {
-				header = lineEnd(data, int(e.Raw.Offset))
+				// A table's own Raw is empty: its first key's is where
+				// the header is.
+				k := e.Key()
+				k.Next()
+				header = lineEnd(data, int(k.Node().Raw.Offset))
 			}
 		case unstable.KeyValue:
 			full := append(slices.Clip(current), keyPath(e.Key())...)

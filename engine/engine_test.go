@@ -120,6 +120,8 @@ func TestContainerd(t *testing.T) {
 		{"v1-cdi", false, true, false, true},
 		// No config: the CRI table in the block.
 		{"missing-cdi", false, true, false, true},
+		// Tables without the keys: set under their headers.
+		{"v2-cdi-header", true, true, false, true},
 		// 2.x: CDI always on, cdi_spec_dirs in the drop-in.
 		{"v3-cdi", false, true, true, true},
 	}
