@@ -69,6 +69,21 @@ type OwnSpec struct {
 // judged, and the files that could not be read are errors. Missing dirs
 // hold nothing.
 func OwnSpecs(dirs []string, kind string) (own []OwnSpec, notes []string, errs []error) {
+	own, _, notes, errs = scanSpecs(dirs, kind)
+	return own, notes, errs
+}
+
+// ForeignSpecs returns the YAML spec files of the spec dirs whose kind is
+// kind and that gpuctk did not write (another tool's, such as nvidia-ctk's
+// nvidia.yaml): they name the same devices as gpuctk's. JSON files, which
+// have no marker to tell whose they are, and files that cannot be read are
+// left out.
+func ForeignSpecs(dirs []string, kind string) []string {
+	_, foreign, _, _ := scanSpecs(dirs, kind)
+	return foreign
+}
+
+func scanSpecs(dirs []string, kind string) (own []OwnSpec, foreign, notes []string, errs []error) {
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -94,8 +109,12 @@ func OwnSpecs(dirs []string, kind string) (own []OwnSpec, notes []string, errs [
 				errs = append(errs, err)
 				continue
 			}
+			ours := bytes.HasPrefix(data, []byte(Marker+"\n"))
+			if !ours && ext == ".yaml" && specKind(data) == kind {
+				foreign = append(foreign, p)
+			}
 			switch {
-			case bytes.HasPrefix(data, []byte(Marker+"\n")):
+			case ours:
 			case ext == ".json":
 				notes = append(notes, fmt.Sprintf("%s: not checked: a JSON spec has no %q line to tell gpuctk's from another tool's", p, Marker))
 				continue
@@ -110,7 +129,7 @@ func OwnSpecs(dirs []string, kind string) (own []OwnSpec, notes []string, errs [
 			own = append(own, OwnSpec{Path: p, Data: data})
 		}
 	}
-	return own, notes, errs
+	return own, foreign, notes, errs
 }
 
 // specKind returns a spec's kind, empty when it does not parse.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,6 +305,9 @@ func TestOwnSpecs(t *testing.T) {
 	}
 	if strings.Join(notes, "\n") != strings.Join(wantNotes, "\n") {
 		t.Errorf("notes:\n got %q\nwant %q", notes, wantNotes)
+	}
+	if got, want := ForeignSpecs([]string{dir}, "nvidia.com/gpu"), []string{dir + "/foreign.yaml"}; !slices.Equal(got, want) {
+		t.Errorf("foreign specs %q, want %q", got, want)
 	}
 	wantErr := fmt.Sprintf("spec %s/huge.yaml: 2147483648 bytes, over the 8 MiB a spec may have: remove it, or regenerate it", dir)
 	if len(errs) != 1 || errs[0].Error() != wantErr {

@@ -37,6 +37,7 @@ const (
 	// last line with no newline, for uninstall to give that back too.
 	noNewline    = " (the line before this block had no newline)"
 	markDefault  = " # gpuctk runtime configure set the default"
+	markSet      = " # gpuctk runtime configure set this"
 	markReplaced = " # gpuctk runtime configure replaced: "
 	createdLine  = "# Written by `gpuctk runtime configure --runtime containerd`; `--uninstall` removes it.\n"
 )
@@ -198,7 +199,7 @@ func unmark(data []byte) []byte {
 	out := make([]byte, 0, len(data)) // an empty config stays, empty
 	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
 		switch {
-		case bytes.Contains(line, []byte(markDefault)):
+		case bytes.Contains(line, []byte(markDefault)), bytes.Contains(line, []byte(markSet)):
 			continue
 		case bytes.Contains(line, []byte(markReplaced)):
 			i := bytes.Index(line, []byte(markReplaced))
@@ -238,14 +239,26 @@ func inPlace(o Options, bare []byte, at int) ([]byte, error) {
 	} else {
 		block.WriteString("\n" + blockBegin + "\n")
 	}
-	inBlock := false
-	if o.SetAsDefault {
-		var err error
-		if _, inBlock, err = setDefaultLine(out, append(cri, "containerd"), o.Name); err != nil {
+	// Each key set in the config's own table where it has one (the line
+	// it had kept after a marker), else in the block.
+	lines := keyLines(o, cri)
+	var inBlock []keyLine
+	for _, l := range lines {
+		if _, in, err := setLine(out, l.table, l.key, l.value, l.mark); err != nil {
 			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
+		} else if in {
+			inBlock = append(inBlock, l)
 		}
-		if inBlock {
-			if err := writeTable(&block, append(cri[:len(cri):len(cri)], "containerd"), map[string]any{"default_runtime_name": o.Name}, ""); err != nil {
+	}
+	for _, table := range [][]string{cri, append(cri[:len(cri):len(cri)], "containerd")} {
+		kv := map[string]any{}
+		for _, l := range inBlock {
+			if slices.Equal(l.table, table) {
+				kv[l.key] = l.raw
+			}
+		}
+		if len(kv) > 0 {
+			if err := writeTable(&block, table, kv, ""); err != nil {
 				return nil, err
 			}
 		}
@@ -263,9 +276,12 @@ func inPlace(o Options, bare []byte, at int) ([]byte, error) {
 	}
 	block.WriteString(blockEnd + "\n")
 	out = slices.Concat(out[:at], block.Bytes(), out[at:])
-	if o.SetAsDefault && !inBlock {
+	for _, l := range lines {
+		if slices.ContainsFunc(inBlock, func(b keyLine) bool { return b.key == l.key && slices.Equal(b.table, l.table) }) {
+			continue
+		}
 		var err error
-		if out, _, err = setDefaultLine(out, append(cri, "containerd"), o.Name); err != nil {
+		if out, _, err = setLine(out, l.table, l.key, l.value, l.mark); err != nil {
 			return nil, fmt.Errorf("containerd config %s: %w", o.Config, err)
 		}
 	}
@@ -276,12 +292,40 @@ func inPlace(o Options, bare []byte, at int) ([]byte, error) {
 	return out, nil
 }
 
-// setDefaultLine points the default_runtime_name of the table at path to
-// name: in place of the line the config has (kept after a marker), else as
-// a line after the table's header; inBlock when the config has neither, and
-// the block must carry it.
-func setDefaultLine(data []byte, path []string, name string) (out []byte, inBlock bool, err error) {
-	line := "default_runtime_name = " + strconv.Quote(name)
+// keyLine is a key configure sets in a table of a version 1 or 2 config.
+type keyLine struct {
+	table      []string
+	key, value string // value as TOML
+	raw        any
+	mark       string
+}
+
+// keyLines are the keys configure sets beside the runtime in a config
+// whose CRI table is cri: the default runtime's name, and containerd's own
+// CDI support (off by default in 1.7).
+func keyLines(o Options, cri []string) []keyLine {
+	var out []keyLine
+	if o.CDISpecDirs != nil {
+		quoted := make([]string, len(o.CDISpecDirs))
+		for i, d := range o.CDISpecDirs {
+			quoted[i] = strconv.Quote(d)
+		}
+		out = append(out,
+			keyLine{table: cri, key: "enable_cdi", value: "true", raw: true, mark: markSet},
+			keyLine{table: cri, key: "cdi_spec_dirs", value: "[" + strings.Join(quoted, ", ") + "]", raw: o.CDISpecDirs, mark: markSet})
+	}
+	if o.SetAsDefault {
+		out = append(out, keyLine{table: append(cri[:len(cri):len(cri)], "containerd"), key: "default_runtime_name",
+			value: strconv.Quote(o.Name), raw: o.Name, mark: markDefault})
+	}
+	return out
+}
+
+// setLine sets key in the table at path to value (TOML): in place of the
+// line the config has (kept after a marker), else as a line after the
+// table's header; inBlock when the config has neither, and the block must
+// carry it.
+func setLine(data []byte, path []string, key, value, mark string) (out []byte, inBlock bool, err error) {
 	p := &unstable.Parser{}
 	p.Reset(data)
 	var current []string
@@ -292,11 +336,15 @@ func setDefaultLine(data []byte, path []string, name string) (out []byte, inBloc
 		case unstable.Table, unstable.ArrayTable:
 			current = keyPath(e.Key())
 			if e.Kind == unstable.Table && slices.Equal(current, path) {
-				header = lineEnd(data, int(e.Raw.Offset))
+				// A table's own Raw is empty: its first key's is where
+				// the header is.
+				k := e.Key()
+				k.Next()
+				header = lineEnd(data, int(k.Node().Raw.Offset))
 			}
 		case unstable.KeyValue:
 			full := append(slices.Clip(current), keyPath(e.Key())...)
-			if !slices.Equal(full, append(slices.Clip(path), "default_runtime_name")) {
+			if !slices.Equal(full, append(slices.Clip(path), key)) {
 				continue
 			}
 			start := bytes.LastIndexByte(data[:e.Raw.Offset], '\n') + 1
@@ -305,7 +353,10 @@ func setDefaultLine(data []byte, path []string, name string) (out []byte, inBloc
 			old := data[start:end]
 			// The key as the config writes it, relative to its table: a
 			// dotted containerd.default_runtime_name stays one.
-			line := tomlKey(keyPath(e.Key())) + " = " + strconv.Quote(name)
+			line := tomlKey(keyPath(e.Key())) + " = " + value
+			if string(bytes.TrimSpace(old)) == line {
+				return data, false, nil // the config's own, as wanted
+			}
 			return slices.Concat(data[:start], indent, []byte(line+markReplaced), old, data[end:]), false, nil
 		}
 	}
@@ -316,7 +367,7 @@ func setDefaultLine(data []byte, path []string, name string) (out []byte, inBloc
 		return data, true, nil
 	}
 	at := min(header+1, len(data))
-	return slices.Concat(data[:at], []byte("  "+line+markDefault+"\n"), data[at:]), false, nil
+	return slices.Concat(data[:at], []byte("  "+key+" = "+value+mark+"\n"), data[at:]), false, nil
 }
 
 func keyPath(it unstable.Iterator) []string {
@@ -368,6 +419,14 @@ func containerdDropIn(o Options, main map[string]any, version int) ([]byte, erro
 	fmt.Fprintf(&b, "# Written by `gpuctk runtime configure --runtime containerd`: containers of the runtime %q\n", o.Name)
 	fmt.Fprintf(&b, "# get the GPUs they ask for through gpuctk-runtime. `--uninstall` removes this file.\n")
 	fmt.Fprintf(&b, "version = %d\n", version)
+	if o.CDISpecDirs != nil {
+		// containerd 2.x has CDI always on (2.4 has no enable_cdi) and
+		// reads cdi_spec_dirs.
+		b.WriteString("\n")
+		if err := writeTable(&b, cri, map[string]any{"cdi_spec_dirs": o.CDISpecDirs}, ""); err != nil {
+			return nil, err
+		}
+	}
 	if o.SetAsDefault {
 		b.WriteString("\n")
 		if err := writeTable(&b, append(cri[:len(cri):len(cri)], "containerd"), map[string]any{"default_runtime_name": o.Name}, ""); err != nil {

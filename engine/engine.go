@@ -42,7 +42,17 @@ type Options struct {
 	Config string
 	// DropIn is the file this package owns (containerd, CRI-O).
 	DropIn string
+	// CDISpecDirs, when set, turns on containerd's own CDI support and
+	// has it read these folders: enable_cdi and cdi_spec_dirs of the CRI
+	// plugin, which containerd 1.7 needs (off by default there) for the
+	// device plugin's cdi-cri and cdi-annotations; containerd 2.x has CDI
+	// always on and reads cdi_spec_dirs. containerd only.
+	CDISpecDirs []string
 }
+
+// DefaultCDISpecDirs are the folders containerd and the CDI library read
+// specs from by default.
+var DefaultCDISpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 
 // Change is one file to write, or to remove when Data is nil.
 type Change struct {
@@ -65,6 +75,9 @@ func Plan(engine string, o Options, uninstall bool) (changes []Change, note stri
 	}
 	if !uninstall && !filepath.IsAbs(o.Path) {
 		return nil, "", fmt.Errorf("runtime path %q is not absolute", o.Path)
+	}
+	if o.CDISpecDirs != nil && engine != "containerd" {
+		return nil, "", fmt.Errorf("--cdi is for containerd: CRI-O and podman read CDI specs without it, and docker's configure turns on features.cdi (--runtime %s)", engine)
 	}
 	switch engine {
 	case "containerd":

@@ -102,23 +102,37 @@ func TestContainerd(t *testing.T) {
 		setAsDefault bool
 		mainChanges  bool
 		dropIn       bool // version 3: a drop-in; else a block in the main config
+		cdi          bool // --cdi: containerd's own CDI support on
 	}{
-		{"v2-1.7-default", false, true, false},
-		{"v2-1.7-default-set", true, true, false},
-		{"v2-imports", true, true, false},
-		{"v2-default-line", true, true, false},
-		{"v3", true, true, true},
-		{"v4-2.4-default", false, false, true},
-		{"v1", false, true, false},
-		{"v2-no-final-newline", true, true, false},
-		{"missing", false, true, false},
-		{"empty", false, true, false},
+		{"v2-1.7-default", false, true, false, false},
+		{"v2-1.7-default-set", true, true, false, false},
+		{"v2-imports", true, true, false, false},
+		{"v2-default-line", true, true, false, false},
+		{"v3", true, true, true, false},
+		{"v4-2.4-default", false, false, true, false},
+		{"v1", false, true, false, false},
+		{"v2-no-final-newline", true, true, false, false},
+		{"missing", false, true, false, false},
+		{"empty", false, true, false, false},
+		// 1.7's `containerd config default`: its enable_cdi = false and
+		// cdi_spec_dirs lines replaced in place.
+		{"v2-1.7-cdi", true, true, false, true},
+		{"v1-cdi", false, true, false, true},
+		// No config: the CRI table in the block.
+		{"missing-cdi", false, true, false, true},
+		// Tables without the keys: set under their headers.
+		{"v2-cdi-header", true, true, false, true},
+		// 2.x: CDI always on, cdi_spec_dirs in the drop-in.
+		{"v3-cdi", false, true, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir, in := setup(t, "containerd", tt.name, "config.toml", etc)
 			o := Options{Path: runtimePath, SetAsDefault: tt.setAsDefault,
 				Config: filepath.Join(dir, "config.toml"), DropIn: filepath.Join(dir, "conf.d", "99-gpuctk.toml")}
+			if tt.cdi {
+				o.CDISpecDirs = DefaultCDISpecDirs
+			}
 			apply(t, "containerd", o, false)
 
 			dropIn := readOrNil(t, o.DropIn)

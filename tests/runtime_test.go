@@ -346,6 +346,77 @@ func TestContainerdConfigVersions(t *testing.T) {
 	}
 }
 
+// TestContainerdCDI: configure --cdi turns on containerd's own CDI support
+// as each version reads it: 1.7 (config version 1 or 2) with enable_cdi and
+// cdi_spec_dirs in its CRI plugin, 2.x with cdi_spec_dirs (CDI is always on
+// there; a version 2 config is migrated); uninstall takes both back.
+func TestContainerdCDI(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	samples := filepath.Join(filepath.Dir(filepath.Dir(file)), "engine", "testdata", "containerd")
+	for _, tc := range []struct {
+		sample     string // engine/testdata/containerd/<sample>/config.toml; "missing" for none
+		containerd []string
+	}{
+		{"v2-1.7-default", []string{"containerd-1.7", "containerd"}},
+		{"v2-cdi-header", []string{"containerd-1.7", "containerd"}},
+		{"v1", []string{"containerd-1.7", "containerd"}},
+		{"missing", []string{"containerd-1.7", "containerd"}},
+		{"v3", []string{"containerd"}},
+		{"v4-2.4-default", []string{"containerd"}},
+	} {
+		t.Run(tc.sample, func(t *testing.T) {
+			dir := t.TempDir()
+			config := filepath.Join(dir, "config.toml")
+			if data, err := os.ReadFile(filepath.Join(samples, tc.sample, "config.toml")); err == nil {
+				os.WriteFile(config, bytes.ReplaceAll(data, []byte("/etc/containerd"), []byte(dir)), 0o644)
+			}
+			specDirs := []string{filepath.Join(dir, "cdi-static"), filepath.Join(dir, "cdi-dynamic")}
+			configure := []string{"runtime", "configure", "--runtime", "containerd", "--config", config,
+				"--drop-in", filepath.Join(dir, "conf.d", "99-gpuctk.toml"), "--runtime-path", bin("gpuctk-runtime")}
+			run(t, bin("gpuctk"), append(configure, "--cdi", "--cdi-spec-dirs", strings.Join(specDirs, ","))...)
+			wantDirs := "cdi_spec_dirs = ['" + strings.Join(specDirs, "', '") + "']"
+			for _, c := range tc.containerd {
+				dump := configDump(t, c, config)
+				cri := dumpTable(dump, "'io.containerd.grpc.v1.cri'")
+				want := []string{wantDirs, "enable_cdi = true"}
+				if c != "containerd-1.7" {
+					cri = dumpTable(dump, "'io.containerd.cri.v1.runtime'")
+					want = want[:1] // 2.4 has CDI always on, and no enable_cdi
+				}
+				for _, w := range want {
+					if !strings.Contains(cri, w) {
+						t.Errorf("%s: the CRI plugin has no %q:\n%s", c, w, cri)
+					}
+				}
+			}
+			run(t, bin("gpuctk"), append(configure, "--uninstall")...)
+			if tc.sample == "missing" {
+				// The config configure wrote goes whole (1.7 cannot dump
+				// a config that is not there).
+				if _, err := os.Stat(config); err == nil {
+					t.Errorf("uninstall left the config it wrote")
+				}
+				return
+			}
+			for _, c := range tc.containerd {
+				if dump := configDump(t, c, config); strings.Contains(dump, specDirs[0]) || strings.Contains(dump, "enable_cdi = true") {
+					t.Errorf("%s: after uninstall the config still has CDI on with gpuctk's folders:\n%s", c, dump)
+				}
+			}
+		})
+	}
+}
+
+// configDump is `containerd config dump` of a config, quotes as '.
+func configDump(t *testing.T, containerd, config string) string {
+	t.Helper()
+	out, err := exec.Command(tool(t, containerd), "-c", config, "config", "dump").Output()
+	if err != nil {
+		t.Fatalf("%s config dump: %v", containerd, err)
+	}
+	return strings.ReplaceAll(string(out), `"`, "'")
+}
+
 // TestContainerdDropInKeepsCRI configures containerd without
 // --set-as-default: containerd 1.7 replaces a plugin's whole section with an
 // import's, so configure must leave runc, its options and the rest of the

@@ -22,7 +22,7 @@ func main() {
 		Version: version.Version,
 		Flags:   flags(),
 		Action:  run,
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{probeCommand(), {
 			Name:   "man",
 			Usage:  "print the gpuctk-device-plugin(8) man page (for make man)",
 			Hidden: true,

@@ -23,6 +23,7 @@ func infoCommand() *cli.Command {
 		Flags: append(hostFlags(),
 			&cli.StringFlag{Name: "state-root", EnvVars: envVar("state-root"), Usage: "MPS state root (default: config [mps] state-root)"},
 			&cli.StringSliceFlag{Name: "spec-dir", EnvVars: envVar("spec-dir"), Usage: "spec dir to list and check (repeatable; default: config [cdi] spec-dirs)"},
+			&cli.StringFlag{Name: "host-root", EnvVars: envVar("host-root"), Value: "/", Usage: "where the host's / is, to find what NVIDIA's device plugin, GPU feature discovery and nvidia-ctk left there (Migration)"},
 		),
 		Action: info,
 	}
@@ -103,6 +104,12 @@ func info(c *cli.Context) error {
 		fmt.Fprintf(w, "\tnot loaded: %v\n", e)
 	}
 	freshness(w, c, cfg, set, p)
+	if steps := migration(c.String("host-root"), cfg.CDI.SpecDirs, cfg.CDI.Vendor+"/"+cfg.CDI.Class); len(steps) > 0 {
+		fmt.Fprintf(w, "Migration:\t%s\n", steps[0])
+		for _, s := range steps[1:] {
+			fmt.Fprintf(w, "\t%s\n", s)
+		}
+	}
 	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
 		_, m, err := mpsSetup(c, true)
 		if err != nil {

@@ -23,6 +23,8 @@ func runtimeCommand() *cli.Command {
 				"cdi.k8s.io/ annotations or /var/run/nvidia-container-devices mounts ask for.\n\n" +
 				"containerd: adds the runtime in a marked block of " + engine.ContainerdConfig + " (config version 1 or 2, which\n" +
 				"            containerd 1.7 reads), or writes " + engine.ContainerdDropIn + " and imports it (version 3).\n" +
+				"            --cdi also turns on containerd's own CDI support, which the device plugin's\n" +
+				"            cdi-cri and cdi-annotations need on 1.7: enable_cdi and cdi_spec_dirs (2.x: cdi_spec_dirs).\n" +
 				"crio:       writes " + engine.CrioDropIn + ".\n" +
 				"docker:     adds the runtime and features.cdi to " + engine.DockerConfig + ".\n" +
 				"podman:     needs nothing.\n\n" +
@@ -35,6 +37,8 @@ func runtimeCommand() *cli.Command {
 				&cli.BoolFlag{Name: "set-as-default", EnvVars: envVar("set-as-default"), Usage: "make the runtime the engine's default"},
 				&cli.StringFlag{Name: "config", EnvVars: envVar("engine-config"), Usage: "the engine's main config (default: " + engine.ContainerdConfig + ", " + engine.CrioConfig + ", " + engine.DockerConfig + ")"},
 				&cli.StringFlag{Name: "drop-in", EnvVars: envVar("drop-in"), Usage: "the drop-in to write (default: " + engine.ContainerdDropIn + ", " + engine.CrioDropIn + ")"},
+				&cli.BoolFlag{Name: "cdi", EnvVars: envVar("cdi"), Usage: "containerd: turn on its own CDI support (enable_cdi, cdi_spec_dirs), which 1.7 has off"},
+				&cli.StringSliceFlag{Name: "cdi-spec-dirs", EnvVars: envVar("cdi-spec-dirs"), Value: cli.NewStringSlice(engine.DefaultCDISpecDirs...), Usage: "with --cdi: the folders containerd reads CDI specs from"},
 				&cli.BoolFlag{Name: "dry-run", EnvVars: envVar("dry-run"), Usage: "print the files that would change and change nothing"},
 				&cli.BoolFlag{Name: "uninstall", EnvVars: envVar("uninstall"), Usage: "remove what configure added"},
 			},
@@ -54,6 +58,11 @@ func runtimeConfigure(c *cli.Context) error {
 		SetAsDefault: c.Bool("set-as-default"),
 		Config:       c.String("config"),
 		DropIn:       c.String("drop-in"),
+	}
+	if c.Bool("cdi") {
+		o.CDISpecDirs = c.StringSlice("cdi-spec-dirs")
+	} else if c.IsSet("cdi-spec-dirs") {
+		return fmt.Errorf("--cdi-spec-dirs without --cdi: add --cdi to turn on containerd's CDI support")
 	}
 	if o.Path == "" {
 		o.Path = runtimeBinary()

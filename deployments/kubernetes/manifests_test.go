@@ -2,7 +2,10 @@ package kubernetes
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpuctk/gpuctk/config"
@@ -21,7 +25,11 @@ type kustomization struct {
 	APIVersion string   `json:"apiVersion"`
 	Kind       string   `json:"kind"`
 	Namespace  string   `json:"namespace,omitempty"`
-	Resources  []string `json:"resources"`
+	Resources  []string `json:"resources,omitempty"`
+	Components []string `json:"components,omitempty"`
+	Patches    []struct {
+		Path string `json:"path"`
+	} `json:"patches,omitempty"`
 }
 
 // decode reads a manifest strictly: an unknown or misspelt field fails.
@@ -39,146 +47,365 @@ func decode(t *testing.T, path string, v any) {
 	}
 }
 
-// TestManifests decodes every manifest the kustomizations list with the
-// Kubernetes API types, strictly, and checks that none is left unlisted.
+// typed is the Kubernetes API type of a kind the manifests hold.
+func typed(t *testing.T, where, kind string) any {
+	t.Helper()
+	switch kind {
+	case "Namespace":
+		return &corev1.Namespace{}
+	case "ConfigMap":
+		return &corev1.ConfigMap{}
+	case "RuntimeClass":
+		return &nodev1.RuntimeClass{}
+	case "DaemonSet":
+		return &appsv1.DaemonSet{}
+	}
+	t.Fatalf("%s: kind %q has no check here", where, kind)
+	return nil
+}
+
+func kindOf(t *testing.T, where string, data []byte) string {
+	t.Helper()
+	var meta struct {
+		Kind string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("%s: %v", where, err)
+	}
+	return meta.Kind
+}
+
+// TestManifests decodes every manifest and patch the kustomizations list
+// with the Kubernetes API types, strictly, and checks that none is left
+// unlisted. What they deploy together is checked in TestRendered.
 func TestManifests(t *testing.T) {
-	objects := map[string]any{}
-	for _, dir := range []string{".", "mps"} {
+	for _, dir := range []string{".", "mps", "mps-host"} {
 		var k kustomization
 		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
+		listed := slices.Clone(k.Resources)
+		for _, p := range k.Patches {
+			listed = append(listed, p.Path)
+		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range files {
-			if filepath.Base(f) != "kustomization.yaml" && !slices.Contains(k.Resources, filepath.Base(f)) {
+			if filepath.Base(f) != "kustomization.yaml" && !slices.Contains(listed, filepath.Base(f)) {
 				t.Errorf("%s is not listed in %s/kustomization.yaml", f, dir)
 			}
 		}
-		for _, r := range k.Resources {
+		for _, r := range listed {
 			p := filepath.Join(dir, r)
-			var meta struct {
-				Kind string `json:"kind"`
-			}
 			data, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := yaml.Unmarshal(data, &meta); err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			var obj any
-			switch meta.Kind {
-			case "Namespace":
-				obj = &corev1.Namespace{}
-			case "ConfigMap":
-				obj = &corev1.ConfigMap{}
-			case "RuntimeClass":
-				obj = &nodev1.RuntimeClass{}
-			case "DaemonSet":
-				obj = &appsv1.DaemonSet{}
-			default:
-				t.Fatalf("%s: kind %q has no check here", p, meta.Kind)
-			}
-			decode(t, p, obj)
-			objects[p] = obj
+			decode(t, p, typed(t, p, kindOf(t, p, data)))
 		}
 	}
+}
 
-	rc := objects["runtimeclass.yaml"].(*nodev1.RuntimeClass)
-	if rc.Name != "nvidia" || rc.Handler != "nvidia" {
-		t.Errorf("RuntimeClass %q with handler %q, want nvidia and nvidia", rc.Name, rc.Handler)
+// rendered reads a golden file of tests/render (`kubectl apply -k` or
+// `helm template` output), each object decoded strictly, by kind/name.
+func rendered(t *testing.T, name string) map[string]any {
+	t.Helper()
+	path := filepath.Join("testdata/rendered", name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (cd tests/render && go test -update writes it)", err)
 	}
-	cm := objects["configmap.yaml"].(*corev1.ConfigMap)
-	if !strings.Contains(cm.Data["config.toml"], "[kubernetes]") {
-		t.Errorf("ConfigMap %s has no config.toml with [kubernetes]", cm.Name)
+	objects := map[string]any{}
+	for i, doc := range strings.Split("\n"+string(data), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		where := fmt.Sprintf("%s, object %d", path, i)
+		obj := typed(t, where, kindOf(t, where, []byte(doc)))
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		m := obj.(metav1.Object)
+		objects[kindOf(t, where, []byte(doc))+"/"+m.GetName()] = obj
 	}
+	return objects
+}
 
+// container is what the test expects of a DaemonSet's container.
+type container struct {
+	command []string
+	mounts  map[string]string // mount path -> host path ("" for the ConfigMap)
+	// propagation is the mount propagation a mount path needs. The
+	// host's driver root at /driver-root is HostToContainer: without it
+	// the pod keeps a private copy of every host mount of its start
+	// (another pod's volume the host unmounts stays mounted in it) and
+	// never sees a driver root mounted later (/run/nvidia/driver).
+	propagation map[string]corev1.MountPropagationMode
+	env         map[string]string
+	hostPID     bool
+	probes      bool
+	// nodeLabels are the labels of a node it must run on, beside NFD's.
+	nodeLabels map[string]string
+	update     appsv1.DaemonSetUpdateStrategyType
+}
+
+func pluginWant(driverRoot, config string, hostPID bool) container {
+	return container{
+		command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--host-driver-root", driverRoot, "--dev-root", "/",
+			"--hook-dir", "/var/lib/gpuctk/bin", "--labels-dir", "/etc/kubernetes/node-feature-discovery/features.d"},
+		mounts: map[string]string{"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
+			"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": driverRoot, "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps",
+			// The hook's host folder at the same path, as the spec names it.
+			"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
+		propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer,
+			"/driver-root": corev1.MountPropagationHostToContainer},
+		env:     map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/" + config, "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
+		hostPID: hostPID,
+		probes:  true,
+		update:  appsv1.RollingUpdateDaemonSetStrategyType,
+	}
+}
+
+func mpsWant(driverRoot, config string) container {
+	return container{
+		command: []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root"},
+		mounts:  map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": driverRoot, "/dev": "/dev"},
+		propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional,
+			"/driver-root": corev1.MountPropagationHostToContainer},
+		env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/" + config},
+		// The daemons' pids must be the host's (TestMPSHostPID).
+		hostPID: true,
+		// Replacing the pod stops the daemons, cutting off their clients.
+		update: appsv1.OnDeleteDaemonSetStrategyType,
+	}
+}
+
+// TestRendered checks what `kubectl apply -k` and `helm template` deploy
+// (tests/render's golden files, decoded strictly): the plugin and the MPS
+// daemons with least privilege, on fresh GPU nodes, from make image's
+// image.
+func TestRendered(t *testing.T) {
 	for _, tc := range []struct {
-		file    string
-		command []string
-		mounts  map[string]string // mount path -> host path ("" for the ConfigMap)
-		// propagation is the mount propagation a mount path needs. The
-		// host's / at /driver-root is HostToContainer: without it the pod
-		// keeps a private copy of every host mount of its start (another
-		// pod's volume the host unmounts stays mounted in it) and never
-		// sees a driver root mounted later (/run/nvidia/driver).
-		propagation map[string]corev1.MountPropagationMode
-		env         map[string]string
+		file  string
+		image string
+		want  map[string]container
 	}{
-		{
-			file: "device-plugin.yaml",
-			command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--host-driver-root", "/", "--dev-root", "/",
-				"--hook-dir", "/var/lib/gpuctk/bin", "--labels-dir", "/etc/kubernetes/node-feature-discovery/features.d"},
-			mounts: map[string]string{"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
-				"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps",
-				// The hook's host folder at the same path, as the spec names it.
-				"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
-			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer,
-				"/driver-root": corev1.MountPropagationHostToContainer},
-			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},
-		},
-		{
-			file:    "mps/mps-daemon.yaml",
-			command: []string{"/usr/bin/gpuctk", "mps", "run", "--driver-root", "/driver-root"},
-			mounts:  map[string]string{"/run/gpuctk/mps": "/run/gpuctk/mps", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev"},
-			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional,
-				"/driver-root": corev1.MountPropagationHostToContainer},
-			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
-		},
+		{"kustomize.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", false)}},
+		{"kustomize-mps.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", true), "gpuctk-mps": mpsWant("/", "config.toml")}},
+		{"helm.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", false)}},
+		{"helm-mps.yaml", "registry.example.com/gpu/gpuctk:1.2.0", map[string]container{
+			"gpuctk-device-plugin": inPool(pluginWant("/run/nvidia/driver", "l40s.toml", true)), "gpuctk-mps": inPool(mpsWant("/run/nvidia/driver", "l40s.toml"))}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			ds := objects[tc.file].(*appsv1.DaemonSet)
-			pod := ds.Spec.Template.Spec
-			if got := pod.NodeSelector["nvidia.com/gpu.present"]; got != "true" {
-				t.Errorf("nodeSelector nvidia.com/gpu.present = %q, want \"true\"", got)
+			objects := rendered(t, tc.file)
+			rc, ok := objects["RuntimeClass/nvidia"].(*nodev1.RuntimeClass)
+			if !ok || rc.Handler != "nvidia" {
+				t.Errorf("no RuntimeClass nvidia with handler nvidia: %+v", rc)
 			}
-			if !slices.ContainsFunc(pod.Tolerations, func(tl corev1.Toleration) bool {
-				return tl.Key == "nvidia.com/gpu" && tl.Effect == corev1.TaintEffectNoSchedule && tl.Operator == corev1.TolerationOpExists
-			}) {
-				t.Errorf("no toleration for nvidia.com/gpu NoSchedule: %+v", pod.Tolerations)
+			cm, ok := objects["ConfigMap/gpuctk-config"].(*corev1.ConfigMap)
+			if !ok {
+				t.Fatalf("no ConfigMap gpuctk-config")
 			}
-			if len(pod.Containers) != 1 {
-				t.Fatalf("%d containers, want 1", len(pod.Containers))
-			}
-			c := pod.Containers[0]
-			if c.Image != "gpuctk/gpuctk:VERSION" {
-				t.Errorf("image %q, want gpuctk/gpuctk:VERSION (make image's name)", c.Image)
-			}
-			if got := append(slices.Clone(c.Command), c.Args...); !slices.Equal(got, tc.command) {
-				t.Errorf("command %q, want %q", got, tc.command)
-			}
-			if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-				t.Errorf("container is not privileged: it needs the GPUs' device nodes")
-			}
-			for k, v := range tc.env {
-				if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == k && e.Value == v }) {
-					t.Errorf("no env %s=%s: %+v", k, v, c.Env)
+			var daemonSets []string
+			for name := range objects {
+				if strings.HasPrefix(name, "DaemonSet/") {
+					daemonSets = append(daemonSets, strings.TrimPrefix(name, "DaemonSet/"))
 				}
 			}
-			volumes := map[string]corev1.Volume{}
-			for _, v := range pod.Volumes {
-				volumes[v.Name] = v
+			if len(daemonSets) != len(tc.want) {
+				t.Errorf("DaemonSets %q, want %d", daemonSets, len(tc.want))
 			}
-			for path, host := range tc.mounts {
-				i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == path })
-				if i < 0 {
-					t.Errorf("nothing mounted at %s", path)
+			for name, want := range tc.want {
+				ds, ok := objects["DaemonSet/"+name].(*appsv1.DaemonSet)
+				if !ok {
+					t.Errorf("no DaemonSet %s", name)
 					continue
 				}
-				m := c.VolumeMounts[i]
-				v := volumes[m.Name]
-				switch {
-				case host == "" && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name):
-					t.Errorf("%s: want the ConfigMap %s, got volume %+v", path, cm.Name, v)
-				case host != "" && (v.HostPath == nil || v.HostPath.Path != host):
-					t.Errorf("%s: want host path %s, got volume %+v", path, host, v)
+				if ds.Namespace != "gpuctk" {
+					t.Errorf("%s: namespace %q, want gpuctk", name, ds.Namespace)
 				}
-				if want, ok := tc.propagation[path]; ok && (m.MountPropagation == nil || *m.MountPropagation != want) {
-					t.Errorf("%s: mount propagation %v, want %s", path, m.MountPropagation, want)
-				}
-				if path == "/driver-root" && !m.ReadOnly {
-					t.Errorf("the driver root is mounted read-write")
-				}
+				checkDaemonSet(t, ds, cm, tc.image, want)
 			}
 		})
+	}
+}
+
+// inPool is want on the node pool of tests/render/testdata/values-mps.yaml.
+func inPool(want container) container {
+	want.nodeLabels = map[string]string{"pool": "gpu"}
+	return want
+}
+
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, image string, want container) {
+	t.Helper()
+	pod := ds.Spec.Template.Spec
+	fail := func(format string, args ...any) { t.Errorf(ds.Name+": "+format, args...) }
+	if ds.Spec.UpdateStrategy.Type != want.update {
+		fail("updateStrategy %q, want %q", ds.Spec.UpdateStrategy.Type, want.update)
+	}
+	if !gpuNodeSelected(pod, want.nodeLabels) {
+		fail("a fresh GPU node (NFD's feature.node.kubernetes.io/pci-10de.present=true, nothing of nvidia.com/ yet) is not selected: %+v %+v", pod.NodeSelector, pod.Affinity)
+	}
+	for _, want := range []corev1.Toleration{
+		{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+	} {
+		if !slices.Contains(pod.Tolerations, want) {
+			fail("no toleration %+v: %+v", want, pod.Tolerations)
+		}
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		fail("automountServiceAccountToken is not false: it reads no Kubernetes API")
+	}
+	if pod.HostPID != want.hostPID {
+		fail("hostPID %v, want %v (only MPS needs the host's pids)", pod.HostPID, want.hostPID)
+	}
+	if pod.HostNetwork || pod.HostIPC {
+		fail("hostNetwork or hostIPC: nothing needs them")
+	}
+	if len(pod.Containers) != 1 || len(pod.InitContainers) != 0 {
+		t.Fatalf("%s: %d containers and %d init containers, want 1 and 0", ds.Name, len(pod.Containers), len(pod.InitContainers))
+	}
+	c := pod.Containers[0]
+	if c.Image != image {
+		fail("image %q, want %q", c.Image, image)
+	}
+	if got := append(slices.Clone(c.Command), c.Args...); !slices.Equal(got, want.command) {
+		fail("command %q, want %q", got, want.command)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		fail("the root file system is writable")
+	}
+	// Privileged: the device nodes NVML opens (no capability grants a
+	// device node), and for the MPS daemons Bidirectional propagation,
+	// which Kubernetes refuses to an unprivileged container.
+	if sc == nil || sc.Privileged == nil || !*sc.Privileged {
+		fail("not privileged: NVML cannot open /dev/nvidiactl and the GPUs' nodes")
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		fail("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+	if want.probes {
+		for name, p := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe, "startup": c.StartupProbe} {
+			if p == nil || p.Exec == nil || len(p.Exec.Command) < 2 || p.Exec.Command[0] != c.Command[0] || p.Exec.Command[1] != "probe" {
+				fail("%s probe %+v, want %s probe", name, p, c.Command[0])
+			}
+		}
+		if p := c.ReadinessProbe; p != nil && p.Exec != nil && !slices.Contains(p.Exec.Command, "--ready") {
+			fail("the readiness probe %q has no --ready", p.Exec.Command)
+		}
+	}
+	for k, v := range want.env {
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == k && e.Value == v }) {
+			fail("no env %s=%s: %+v", k, v, c.Env)
+		}
+	}
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	for path, host := range want.mounts {
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == path })
+		if i < 0 {
+			fail("nothing mounted at %s", path)
+			continue
+		}
+		m := c.VolumeMounts[i]
+		v := volumes[m.Name]
+		switch {
+		case host == "" && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name):
+			fail("%s: want the ConfigMap %s, got volume %+v", path, cm.Name, v)
+		case host != "" && (v.HostPath == nil || v.HostPath.Path != host):
+			fail("%s: want host path %s, got volume %+v", path, host, v)
+		}
+		if want, ok := want.propagation[path]; ok && (m.MountPropagation == nil || *m.MountPropagation != want) {
+			fail("%s: mount propagation %v, want %s", path, m.MountPropagation, want)
+		}
+		if path == "/driver-root" && !m.ReadOnly {
+			fail("the driver root is mounted read-write")
+		}
+	}
+	if len(c.VolumeMounts) != len(want.mounts) {
+		fail("%d mounts, want %d: %+v", len(c.VolumeMounts), len(want.mounts), c.VolumeMounts)
+	}
+	if cfg := strings.TrimPrefix(want.env["GPUCTK_CONFIG"], "/etc/gpuctk/"); cm.Data[cfg] == "" {
+		fail("the ConfigMap %s has no %s, which GPUCTK_CONFIG names", cm.Name, cfg)
+	}
+}
+
+// gpuNodeSelected reports whether a pod lands on a node that Node Feature
+// Discovery labelled as having an NVIDIA PCI device, and nothing else.
+func gpuNodeSelected(pod corev1.PodSpec, more map[string]string) bool {
+	labels := map[string]string{"feature.node.kubernetes.io/pci-10de.present": "true"}
+	maps.Copy(labels, more)
+	for k, v := range pod.NodeSelector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	if pod.Affinity == nil || pod.Affinity.NodeAffinity == nil || pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range pod.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if len(term.MatchFields) == 0 && len(term.MatchExpressions) > 0 &&
+			!slices.ContainsFunc(term.MatchExpressions, func(e corev1.NodeSelectorRequirement) bool {
+				return e.Operator != corev1.NodeSelectorOpIn || !slices.Contains(e.Values, labels[e.Key])
+			}) {
+			return true
+		}
+	}
+	return false
+}
+
+// image is the image the shipped manifests and the chart's defaults name:
+// the chart's image.repository (which mk/image.mk reads for make image)
+// and its appVersion.
+func image(t *testing.T) string {
+	t.Helper()
+	var values struct {
+		Image struct {
+			Repository string `json:"repository"`
+			Tag        string `json:"tag"`
+		} `json:"image"`
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	for path, v := range map[string]any{"../helm/gpuctk/values.yaml": &values, "../helm/gpuctk/Chart.yaml": &chart} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if values.Image.Repository == "" || chart.AppVersion == "" || values.Image.Tag != "" {
+		t.Fatalf("the chart's image.repository %q, appVersion %q, image.tag %q: want the first two set and no tag", values.Image.Repository, chart.AppVersion, values.Image.Tag)
+	}
+	return values.Image.Repository + ":" + chart.AppVersion
+}
+
+// TestImage: make image names the image as the manifests and the chart
+// do (the repository from one place, the chart's values), and the
+// manifests name the chart's appVersion.
+func TestImage(t *testing.T) {
+	want := image(t)
+	for _, f := range []string{"device-plugin.yaml", "mps/mps-daemon.yaml"} {
+		var ds appsv1.DaemonSet
+		decode(t, f, &ds)
+		if got := ds.Spec.Template.Spec.Containers[0].Image; got != want {
+			t.Errorf("%s: image %q, want %q (the chart's image.repository:appVersion)", f, got, want)
+		}
+	}
+	out, err := exec.Command("make", "-s", "-C", "../..", "--no-print-directory", "print-image", "IMAGE_TAG="+strings.SplitN(want, ":", 2)[1]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make print-image: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != want {
+		t.Errorf("make image names the image %q, want %q", got, want)
+	}
+	out, err = exec.Command("make", "-s", "-C", "../..", "--no-print-directory", "print-image", "REGISTRY=registry.example.com:5000/team", "IMAGE_TAG=1.2.3").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "registry.example.com:5000/team/gpuctk:1.2.3" {
+		t.Errorf("make print-image REGISTRY=registry.example.com:5000/team IMAGE_TAG=1.2.3: %q (%v), want registry.example.com:5000/team/gpuctk:1.2.3", out, err)
 	}
 }
 
@@ -213,14 +440,27 @@ func TestPluginMakesMPSMountPoints(t *testing.T) {
 // hook's mps-check, on the host, sees), and the device plugin must read
 // pids there: in a pod's own namespace every MPS replica would be
 // Unhealthy ("its listener (pid 0): ... no such file or directory") and
-// every MPS container refused by the hook.
+// every MPS container refused by the hook. Without MPS nothing needs the
+// host's pids: the base manifests leave them out, the mps and mps-host
+// components put them in.
 func TestMPSHostPID(t *testing.T) {
-	for _, f := range []string{"device-plugin.yaml", "mps/mps-daemon.yaml"} {
-		var ds appsv1.DaemonSet
-		decode(t, f, &ds)
-		if !ds.Spec.Template.Spec.HostPID {
-			t.Errorf("%s: hostPID is not true: MPS daemons' pids would not be seen where they are checked", f)
+	for file, want := range map[string]map[string]bool{
+		"kustomize.yaml":     {"gpuctk-device-plugin": false},
+		"kustomize-mps.yaml": {"gpuctk-device-plugin": true, "gpuctk-mps": true},
+		"helm.yaml":          {"gpuctk-device-plugin": false},
+		"helm-mps.yaml":      {"gpuctk-device-plugin": true, "gpuctk-mps": true},
+	} {
+		objects := rendered(t, file)
+		for name, hostPID := range want {
+			if ds := objects["DaemonSet/"+name].(*appsv1.DaemonSet); ds.Spec.Template.Spec.HostPID != hostPID {
+				t.Errorf("%s: %s has hostPID %v, want %v", file, name, ds.Spec.Template.Spec.HostPID, hostPID)
+			}
 		}
+	}
+	var patch appsv1.DaemonSet
+	decode(t, "mps-host/plugin-host-pid.yaml", &patch)
+	if patch.Name != "gpuctk-device-plugin" || !patch.Spec.Template.Spec.HostPID {
+		t.Errorf("the mps-host component does not put gpuctk-device-plugin in the host's PID namespace: %+v", patch)
 	}
 }
 
@@ -235,7 +475,7 @@ func TestMPSHostPID(t *testing.T) {
 // at /run/nvidia/driver must say to pass the same path as
 // --host-driver-root.
 func TestDriverContainerDocs(t *testing.T) {
-	for _, f := range []string{"README.md", "device-plugin.yaml"} {
+	for _, f := range []string{"README.md", "device-plugin.yaml", "mps/mps-daemon.yaml", "../helm/gpuctk/templates/device-plugin.yaml", "../helm/gpuctk/values.yaml"} {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -122,11 +122,39 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, namespace, image string, h ho
 	// Kept as they are: the kubelet's device-plugins folder and
 	// /var/run/cdi (inside the harness, WORK/kubelet and WORK/cdi are
 	// bind-mounted there), /dev, and /run/gpuctk/mps (in the harness's
-	// own /run). The nodeSelector is kept too: the kubelet gets the label.
+	// own /run). The node selection is kept too: the kubelet gets the labels.
 	return pod
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// nodeLabels are the labels of a fresh GPU node that the DaemonSet must
+// run on: its nodeSelector's and the first term of its required node
+// affinity.
+func nodeLabels(t *testing.T, ds *appsv1.DaemonSet) []string {
+	t.Helper()
+	spec := ds.Spec.Template.Spec
+	var labels []string
+	for k, v := range spec.NodeSelector {
+		labels = append(labels, k+"="+v)
+	}
+	if a := spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		if len(terms) == 0 {
+			t.Fatal("the DaemonSet's node affinity has no term")
+		}
+		for _, e := range terms[0].MatchExpressions {
+			if e.Operator != corev1.NodeSelectorOpIn || len(e.Values) == 0 {
+				t.Fatalf("the DaemonSet's node affinity has %s %s, the test knows In", e.Key, e.Operator)
+			}
+			labels = append(labels, e.Key+"="+e.Values[0])
+		}
+	}
+	if len(labels) == 0 {
+		t.Fatal("the DaemonSet selects no nodes by label: it would run on nodes without GPUs")
+	}
+	return labels
+}
 
 // TestKubeletDaemonSet runs deployments/kubernetes/device-plugin.yaml's
 // pod as a static pod from the image `make image` builds: the plugin
@@ -178,15 +206,10 @@ func TestKubeletDaemonSet(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The DaemonSet runs on nodes labelled as GPU nodes; the kubelet
-	// checks a static pod's nodeSelector against its own labels.
-	var env []string
-	for key, value := range ds.Spec.Template.Spec.NodeSelector {
-		env = append(env, "KUBELET_ARGS=--node-labels="+key+"="+value)
-	}
-	if len(env) > 1 {
-		t.Fatalf("the DaemonSet's nodeSelector has %d labels, the test passes one", len(env))
-	}
+	// The DaemonSet runs on GPU nodes as Node Feature Discovery labels a
+	// fresh one (its affinity's first term); the kubelet checks a static
+	// pod's nodeSelector and required node affinity against its own labels.
+	env := []string{"KUBELET_ARGS=--node-labels=" + strings.Join(nodeLabels(t, &ds), ",")}
 	started := time.Now()
 	n := startHarness(t, tools, append(env, "IMAGES="+archive))
 	t.Cleanup(func() {
@@ -210,6 +233,9 @@ func TestKubeletDaemonSet(t *testing.T) {
 	}
 	n.waitResources(t, 60*time.Second, n.harnessDied, []string{"nvidia.com/gpu"})
 	t.Logf("kubelet up and the plugin's pod registered in %s", time.Since(started).Round(time.Millisecond))
+	// Ready: its readiness probe (gpuctk-device-plugin probe --ready, run
+	// in the container) reached the sockets it serves.
+	waitFor(t, 60*time.Second, "the plugin's pod to be Ready", n.harnessDied, func() bool { return n.podReady(t, ds.Name) })
 
 	t.Run("spec", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(n.work, "cdi", "nvidia.yaml"))

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -158,6 +159,38 @@ func (n *node) pods(t *testing.T) string {
 	out, _ := exec.Command("nsenter", "-t", strings.TrimSpace(string(pid)), "-m", "-n",
 		"busybox", "wget", "-qO-", "http://127.0.0.1:10255/pods").CombinedOutput()
 	return string(out)
+}
+
+// podReady reports whether the kubelet has the static pod NAME-<node> Ready.
+func (n *node) podReady(t *testing.T, name string) bool {
+	t.Helper()
+	var list struct {
+		Items []struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Status struct {
+				Conditions []struct {
+					Type   string `json:"type"`
+					Status string `json:"status"`
+				} `json:"conditions"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(n.pods(t)), &list); err != nil {
+		return false
+	}
+	for _, p := range list.Items {
+		if !strings.HasPrefix(p.Metadata.Name, name+"-") {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // prepare checks the prerequisites and builds the binaries the tests run:
@@ -455,10 +488,29 @@ driver-capabilities = ["video"]
 `)
 	hookDir, labelsDir := filepath.Join(t.TempDir(), "bin"), filepath.Join(t.TempDir(), "features.d")
 	host := []string{"--config", cfg, "--simulate", "dgx-a100", "--driver-root", driverRoot, "--hook-dir", hookDir, "--labels-dir", labelsDir}
+	// 1.7 has CDI off: configure turns it on, as the README tells an
+	// operator to, reading the harness's spec folder (@WORK@ is filled in
+	// by the harness, in the configured file too).
+	containerdConfig := filepath.Join(t.TempDir(), "config.toml.in")
+	tmpl, err := os.ReadFile(filepath.Join(repoRoot(), "tests/k8s/harness/containerd-1.7-config.toml.in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(containerdConfig, tmpl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	configure := exec.Command(filepath.Join(bin, "gpuctk"), "runtime", "configure", "--runtime", "containerd", "--cdi", "--cdi-spec-dirs", "@WORK@/cdi",
+		"--config", containerdConfig, "--drop-in", filepath.Join(filepath.Dir(containerdConfig), "conf.d", "99-gpuctk.toml"), "--runtime-path", "/usr/bin/gpuctk-runtime")
+	if out, err := configure.CombinedOutput(); err != nil {
+		t.Fatalf("gpuctk runtime configure --cdi: %v\n%s", err, out)
+	}
+	if data, _ := os.ReadFile(containerdConfig); !strings.Contains(string(data), "enable_cdi = true") {
+		t.Fatalf("gpuctk runtime configure --cdi did not turn CDI on:\n%s", data)
+	}
 	n := startNode(t, tools, bin, host, []string{
 		"CONTAINERD=" + filepath.Join(tools, "containerd-1.7"),
 		"SHIM_PATH=" + filepath.Join(tools, "containerd-1.7-shim"),
-		"CONTAINERD_CONFIG=" + filepath.Join(repoRoot(), "tests/k8s/harness/containerd-1.7-config.toml.in"),
+		"CONTAINERD_CONFIG=" + containerdConfig,
 	}, []string{"nvidia.com/mig-1g.5gb"})
 	n.pod(t, "mig", "nvidia.com/mig-1g.5gb", 1)
 	got := n.output(t, "mig")
