@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -32,13 +34,19 @@ type kustomization struct {
 	} `json:"patches,omitempty"`
 }
 
-// decode reads a manifest strictly: an unknown or misspelt field fails.
+// patchDirective is a strategic merge patch's "$patch: delete" line,
+// which no API type has a field for.
+var patchDirective = regexp.MustCompile(`(?m)^\s*\$patch: delete\n`)
+
+// decode reads a manifest strictly: an unknown or misspelt field fails. A
+// patch's "$patch: delete" is kustomize's, not a field: it is left out.
 func decode(t *testing.T, path string, v any) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	data = patchDirective.ReplaceAll(data, nil)
 	if bytes.Contains(data, []byte("\n---")) {
 		t.Fatalf("%s: one object per file, so kustomization.yaml lists each", path)
 	}
@@ -59,6 +67,12 @@ func typed(t *testing.T, where, kind string) any {
 		return &nodev1.RuntimeClass{}
 	case "DaemonSet":
 		return &appsv1.DaemonSet{}
+	case "ServiceAccount":
+		return &corev1.ServiceAccount{}
+	case "ClusterRole":
+		return &rbacv1.ClusterRole{}
+	case "ClusterRoleBinding":
+		return &rbacv1.ClusterRoleBinding{}
 	}
 	t.Fatalf("%s: kind %q has no check here", where, kind)
 	return nil
@@ -79,7 +93,7 @@ func kindOf(t *testing.T, where string, data []byte) string {
 // with the Kubernetes API types, strictly, and checks that none is left
 // unlisted. What they deploy together is checked in TestRendered.
 func TestManifests(t *testing.T) {
-	for _, dir := range []string{".", "mps", "mps-host"} {
+	for _, dir := range []string{".", "mps", "mps-host", "per-node"} {
 		var k kustomization
 		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
 		listed := slices.Clone(k.Resources)
@@ -144,6 +158,29 @@ type container struct {
 	// nodeLabels are the labels of a node it must run on, beside NFD's.
 	nodeLabels map[string]string
 	update     appsv1.DaemonSetUpdateStrategyType
+	// perNode is the default of per-node configs ("": one config, no
+	// Kubernetes API).
+	perNode string
+}
+
+// Per-node configs: where the plugin writes its node's label, and where
+// its service account token is.
+const (
+	nameFile          = "/run/gpuctk/config/name"
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+)
+
+// perNode is want choosing its config by the node's label: the ConfigMap
+// as --config-dir (GPUCTK_CONFIG would be refused beside it), a writable
+// folder for the name file, the token, the node's name.
+func perNode(want container, def string) container {
+	want.perNode = def
+	want.env = maps.Clone(want.env)
+	delete(want.env, "GPUCTK_CONFIG")
+	maps.Copy(want.env, map[string]string{"GPUCTK_CONFIG_DIR": "/etc/gpuctk", "GPUCTK_CONFIG_DEFAULT": def, "GPUCTK_CONFIG_NAME_FILE": nameFile})
+	want.mounts = maps.Clone(want.mounts)
+	maps.Copy(want.mounts, map[string]string{filepath.Dir(nameFile): "emptyDir", serviceAccountDir: "projected"})
+	return want
 }
 
 func pluginWant(driverRoot, config string, hostPID bool) container {
@@ -190,8 +227,10 @@ func TestRendered(t *testing.T) {
 		{"kustomize.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", false)}},
 		{"kustomize-mps.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", true), "gpuctk-mps": mpsWant("/", "config.toml")}},
 		{"helm.yaml", image(t), map[string]container{"gpuctk-device-plugin": pluginWant("/", "config.toml", false)}},
+		{"kustomize-per-node.yaml", image(t), map[string]container{"gpuctk-device-plugin": perNode(pluginWant("/", "config.toml", false), "config")}},
+		// Several configs: per-node configs.
 		{"helm-mps.yaml", "registry.example.com/gpu/gpuctk:1.2.0", map[string]container{
-			"gpuctk-device-plugin": inPool(pluginWant("/run/nvidia/driver", "l40s.toml", true)), "gpuctk-mps": inPool(mpsWant("/run/nvidia/driver", "l40s.toml"))}},
+			"gpuctk-device-plugin": perNode(inPool(pluginWant("/run/nvidia/driver", "l40s.toml", true)), "l40s"), "gpuctk-mps": inPool(mpsWant("/run/nvidia/driver", "l40s.toml"))}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			objects := rendered(t, tc.file)
@@ -223,6 +262,7 @@ func TestRendered(t *testing.T) {
 				}
 				checkDaemonSet(t, ds, cm, tc.image, want)
 			}
+			checkRBAC(t, objects, tc.want["gpuctk-device-plugin"].perNode != "")
 		})
 	}
 }
@@ -251,8 +291,16 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, im
 			fail("no toleration %+v: %+v", want, pod.Tolerations)
 		}
 	}
+	// Per-node configs give the plugin a token of its own (a projected
+	// volume), not the automounted one every container of the pod gets.
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		fail("automountServiceAccountToken is not false: it reads no Kubernetes API")
+		fail("automountServiceAccountToken is not false")
+	}
+	if want.perNode == "" && pod.ServiceAccountName != "" {
+		fail("service account %q: it reads no Kubernetes API", pod.ServiceAccountName)
+	}
+	if want.perNode != "" && pod.ServiceAccountName != "gpuctk-device-plugin" {
+		fail("service account %q, want gpuctk-device-plugin, allowed to get its node", pod.ServiceAccountName)
 	}
 	if pod.HostPID != want.hostPID {
 		fail("hostPID %v, want %v (only MPS needs the host's pids)", pod.HostPID, want.hostPID)
@@ -298,6 +346,15 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, im
 			fail("no env %s=%s: %+v", k, v, c.Env)
 		}
 	}
+	nodeName := slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	})
+	if nodeName != (want.perNode != "") {
+		fail("NODE_NAME from spec.nodeName: %v, want %v (per-node configs: %q)", nodeName, !nodeName, want.perNode)
+	}
+	if _, ok := want.env["GPUCTK_CONFIG"]; !ok && slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GPUCTK_CONFIG" }) {
+		fail("GPUCTK_CONFIG beside GPUCTK_CONFIG_DIR: the plugin refuses both")
+	}
 	volumes := map[string]corev1.Volume{}
 	for _, v := range pod.Volumes {
 		volumes[v.Name] = v
@@ -313,7 +370,11 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, im
 		switch {
 		case host == "" && (v.ConfigMap == nil || v.ConfigMap.Name != cm.Name):
 			fail("%s: want the ConfigMap %s, got volume %+v", path, cm.Name, v)
-		case host != "" && (v.HostPath == nil || v.HostPath.Path != host):
+		case host == "emptyDir" && (v.EmptyDir == nil || m.ReadOnly):
+			fail("%s: want a writable emptyDir, got volume %+v", path, v)
+		case host == "projected" && !tokenVolume(v):
+			fail("%s: want a projected volume of the service account's token and kube-root-ca.crt's ca.crt, got %+v", path, v)
+		case host != "" && host != "emptyDir" && host != "projected" && (v.HostPath == nil || v.HostPath.Path != host):
 			fail("%s: want host path %s, got volume %+v", path, host, v)
 		}
 		if want, ok := want.propagation[path]; ok && (m.MountPropagation == nil || *m.MountPropagation != want) {
@@ -326,8 +387,61 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, cm *corev1.ConfigMap, im
 	if len(c.VolumeMounts) != len(want.mounts) {
 		fail("%d mounts, want %d: %+v", len(c.VolumeMounts), len(want.mounts), c.VolumeMounts)
 	}
-	if cfg := strings.TrimPrefix(want.env["GPUCTK_CONFIG"], "/etc/gpuctk/"); cm.Data[cfg] == "" {
+	if cfg, ok := want.env["GPUCTK_CONFIG"]; ok && cm.Data[strings.TrimPrefix(cfg, "/etc/gpuctk/")] == "" {
 		fail("the ConfigMap %s has no %s, which GPUCTK_CONFIG names", cm.Name, cfg)
+	}
+	if d := want.perNode; d != "" && cm.Data[d] == "" && cm.Data[d+".toml"] == "" {
+		fail("the ConfigMap %s has neither %s nor %s.toml, which GPUCTK_CONFIG_DEFAULT names", cm.Name, d, d)
+	}
+}
+
+// tokenVolume reports whether v gives what automounting would: a token
+// the kubelet rotates and the cluster's CA, where the plugin reads them.
+func tokenVolume(v corev1.Volume) bool {
+	if v.Projected == nil {
+		return false
+	}
+	var token, ca bool
+	for _, s := range v.Projected.Sources {
+		if t := s.ServiceAccountToken; t != nil && t.Path == "token" {
+			token = true
+		}
+		if c := s.ConfigMap; c != nil && c.Name == "kube-root-ca.crt" && slices.Contains(c.Items, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"}) {
+			ca = true
+		}
+	}
+	return token && ca
+}
+
+// checkRBAC: per-node configs bind gpuctk-device-plugin's service account
+// to get on nodes and nothing more; without them there is no RBAC.
+func checkRBAC(t *testing.T, objects map[string]any, perNode bool) {
+	t.Helper()
+	names := []string{"ServiceAccount/gpuctk-device-plugin", "ClusterRole/gpuctk-device-plugin", "ClusterRoleBinding/gpuctk-device-plugin"}
+	if !perNode {
+		for _, n := range names {
+			if _, ok := objects[n]; ok {
+				t.Errorf("%s without per-node configs: the plugin reads no Kubernetes API", n)
+			}
+		}
+		return
+	}
+	sa, ok1 := objects[names[0]].(*corev1.ServiceAccount)
+	role, ok2 := objects[names[1]].(*rbacv1.ClusterRole)
+	binding, ok3 := objects[names[2]].(*rbacv1.ClusterRoleBinding)
+	if !ok1 || !ok2 || !ok3 {
+		t.Fatalf("per-node configs without %q", names)
+	}
+	if sa.Namespace != "gpuctk" || sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount %s/%s automounts its token: %+v", sa.Namespace, sa.Name, sa.AutomountServiceAccountToken)
+	}
+	getNodes := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+	if !slices.EqualFunc(role.Rules, getNodes, func(a, b rbacv1.PolicyRule) bool { return fmt.Sprint(a) == fmt.Sprint(b) }) {
+		t.Errorf("ClusterRole rules %+v, want get on nodes only", role.Rules)
+	}
+	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}}
+	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}) || !slices.Equal(binding.Subjects, want) {
+		t.Errorf("ClusterRoleBinding %+v %+v does not bind %s to %s", binding.RoleRef, binding.Subjects, sa.Name, role.Name)
 	}
 }
 

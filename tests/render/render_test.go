@@ -91,9 +91,12 @@ func TestRender(t *testing.T) {
 		{"kustomize.yaml", func() ([]byte, error) { return kustomizeBuild(kustomize) }},
 		// The base with the mps component, as the README says to add it.
 		{"kustomize-mps.yaml", func() ([]byte, error) { return kustomizeBuild("testdata/kustomize-mps") }},
+		// The base with the per-node component.
+		{"kustomize-per-node.yaml", func() ([]byte, error) { return kustomizeBuild("testdata/kustomize-per-node") }},
 		{"helm.yaml", func() ([]byte, error) { return helmTemplate("") }},
-		// NVIDIA's chart's shape: several configs and a default, MPS, a
-		// containerised driver, an image of one's own registry.
+		// NVIDIA's chart's shape: several configs and a default (per-node
+		// configs), MPS, a containerised driver, an image of one's own
+		// registry.
 		{"helm-mps.yaml", func() ([]byte, error) { return helmTemplate("testdata/values-mps.yaml") }},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -151,12 +154,14 @@ func objects(t *testing.T, data []byte) map[string]map[string]any {
 
 // TestChartMatchesKustomize: the chart with its default values deploys the
 // objects the kustomize manifests do (the Namespace aside, which Helm's
-// --create-namespace makes), and with mps.enabled those of the mps
-// component: two ways to deploy, one deployment.
+// --create-namespace makes), with mps.enabled those of the mps component,
+// and with config.perNode those of the per-node component: two ways to
+// deploy, one deployment.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, tc := range []struct{ kustomize, values string }{
 		{kustomize, ""},
 		{"testdata/kustomize-mps", "testdata/values-mps-only.yaml"},
+		{"testdata/kustomize-per-node", "testdata/values-per-node.yaml"},
 	} {
 		k, err := kustomizeBuild(tc.kustomize)
 		if err != nil {

@@ -37,3 +37,9 @@ imagePullSecrets:
 priorityClassName: {{ . }}
 {{- end }}
 {{- end -}}
+
+{{/* "true" when the plugin follows each node's nvidia.com/device-plugin.config
+label: config.perNode, or config.map with several configs to choose from. */}}
+{{- define "gpuctk.perNode" -}}
+{{- if or .Values.config.perNode (gt (len .Values.config.map) 1) }}true{{ end -}}
+{{- end -}}
