@@ -42,6 +42,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "config-name-file", EnvVars: envVar("config-name-file"), Usage: "with --config-dir: a file holding the name of this node's configuration (its nvidia.com/device-plugin.config label); missing or empty: --config-default"},
 		&cli.StringFlag{Name: "node-name", EnvVars: append(envVar("node-name"), "NODE_NAME"), Usage: "with --config-dir and --config-name-file: read this node's --node-config-label from the API server (the pod's service account, RBAC get on nodes) into the name file, now and every --node-label-interval"},
 		&cli.StringFlag{Name: "node-config-label", Value: "nvidia.com/device-plugin.config", EnvVars: envVar("node-config-label"), Usage: "the node label naming the node's configuration (--node-name)"},
+		&cli.StringFlag{Name: "service-account-dir", Value: serviceAccountDir, EnvVars: envVar("service-account-dir"), Usage: "with --node-name: the folder of the service account's token and the cluster's CA (ca.crt), as a pod has them"},
 		&cli.DurationFlag{Name: "node-label-interval", Value: 30 * time.Second, EnvVars: envVar("node-label-interval"), Usage: "how often --node-name reads the node's label"},
 		&cli.StringFlag{Name: "kubelet-dir", Value: "/var/lib/kubelet/device-plugins", EnvVars: envVar("kubelet-dir"), Usage: "folder of kubelet.sock and the plugin's sockets"},
 		&cli.StringFlag{Name: "cdi-dir", Value: "/var/run/cdi", EnvVars: envVar("cdi-dir"), Usage: "where the spec whose names the plugin hands out is written (" + cdi.DefaultSpecName + ")"},
@@ -298,7 +299,7 @@ func followNodeLabel(c *cli.Context, log *slog.Logger) error {
 	if d := c.Duration("node-label-interval"); d <= 0 {
 		return fmt.Errorf("--node-label-interval %v: must be more than 0", d)
 	}
-	n, err := newNodeLabel(node, c.String("node-config-label"), serviceAccountDir)
+	n, err := newNodeLabel(node, c.String("node-config-label"), c.String("service-account-dir"))
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,11 @@ func configMapVolume(t *testing.T, dir string, version int, files map[string]str
 	}
 }
 
+// timeSliced is a configuration sharing every GPU n ways.
+func timeSliced(n int) string {
+	return fmt.Sprintf("[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = %d\n", n)
+}
+
 // TestPerNodeConfig: with --config-dir (a ConfigMap of configurations),
 // the node's configuration is the one --config-name-file names (the
 // node's nvidia.com/device-plugin.config label), else --config-default;
@@ -137,10 +142,7 @@ func TestPerNodeConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	shared := func(n int) string {
-		return fmt.Sprintf("[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = %d\n", n)
-	}
-	configMapVolume(t, configs, 1, map[string]string{"whole.toml": "", "shared4.toml": shared(4)})
+	configMapVolume(t, configs, 1, map[string]string{"whole.toml": "", "shared4.toml": timeSliced(4)})
 	startPlugin(t, "--simulate", "l40s", "--config-dir", configs, "--config-default", "whole", "--config-name-file", nameFile,
 		"--labels-dir", labelsDir, "--cdi-dir", filepath.Join(dir, "cdi"), "--kubelet-dir", filepath.Join(dir, "kubelet"))
 	waitReplicas := func(step, want string) { t.Helper(); waitLabel(t, labelsDir, step, "nvidia.com/gpu.replicas", want) }
@@ -149,7 +151,7 @@ func TestPerNodeConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReplicas("label shared4", "4")
-	configMapVolume(t, configs, 2, map[string]string{"whole.toml": "", "shared4.toml": shared(6)})
+	configMapVolume(t, configs, 2, map[string]string{"whole.toml": "", "shared4.toml": timeSliced(6)})
 	waitReplicas("ConfigMap updated", "6")
 	if err := os.WriteFile(nameFile, []byte("missing"), 0o644); err != nil {
 		t.Fatal(err)
