@@ -205,6 +205,10 @@ func TestKubeletDaemonSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A second config in the ConfigMap, for per-node configs.
+	if err := os.WriteFile(filepath.Join(h.config, "shared2.toml"), []byte(sharedConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	// The DaemonSet runs on GPU nodes as Node Feature Discovery labels a
 	// fresh one (its affinity's first term); the kubelet checks a static
@@ -222,15 +226,7 @@ func TestKubeletDaemonSet(t *testing.T) {
 			t.Logf("pods:\n%s", n.pods(t))
 		}
 	})
-	// Dotfiles are ignored: write, then rename, so the kubelet never
-	// parses half a pod.
-	tmp := filepath.Join(n.work, "manifests", "."+ds.Name+".tmp")
-	if err := os.WriteFile(tmp, manifest, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(n.work, "manifests", ds.Name+".yaml")); err != nil {
-		t.Fatal(err)
-	}
+	n.staticPod(t, ds.Name, manifest)
 	n.waitResources(t, 60*time.Second, n.harnessDied, []string{"nvidia.com/gpu"})
 	t.Logf("kubelet up and the plugin's pod registered in %s", time.Since(started).Round(time.Millisecond))
 	// Ready: its readiness probe (gpuctk-device-plugin probe --ready, run
@@ -321,4 +317,93 @@ func TestKubeletDaemonSet(t *testing.T) {
 			t.Errorf("pod asking for one nvidia.com/gpu sees %q, want one /dev/nvidiaN", nodes)
 		}
 	})
+
+	// Last, as it replaces the plugin's pod: the per-node component's
+	// pod, as kustomize renders it, choosing its config by the name file.
+	t.Run("per-node", func(t *testing.T) {
+		ds := renderedDaemonSet(t, "kustomize-per-node.yaml", ds.Name)
+		names := t.TempDir()
+		if err := os.WriteFile(filepath.Join(names, "name"), []byte("shared2\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pod := staticPod(t, ds, k.Namespace, image, h)
+		perNodeStandalone(t, pod, names)
+		manifest, err := yaml.Marshal(pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.staticPod(t, ds.Name, manifest)
+		features := filepath.Join(h.features, "gpuctk")
+		waitFor(t, 90*time.Second, "the label's config shared2 (2 replicas)", n.harnessDied, fileContains(features, "nvidia.com/gpu.replicas=2\n"))
+		// The label changes: the name file follows, the plugin switches
+		// without a restart.
+		if err := os.WriteFile(filepath.Join(names, "name"), []byte("config\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the label's config, config.toml (whole GPUs)", n.harnessDied, fileContains(features, "nvidia.com/gpu.replicas=1\n"))
+	})
+}
+
+// sharedConfig shares every GPU two ways.
+const sharedConfig = "[[sharing]]\ndevices = [\"all\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
+
+// staticPod writes a pod manifest for the kubelet to run (or to replace
+// the pod of that name with).
+func (n *node) staticPod(t *testing.T, name string, manifest []byte) {
+	t.Helper()
+	// Dotfiles are ignored: write, then rename, so the kubelet never
+	// parses half a pod.
+	tmp := filepath.Join(n.work, "manifests", "."+name+".tmp")
+	if err := os.WriteFile(tmp, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(n.work, "manifests", name+".yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// renderedDaemonSet is a DaemonSet of a golden file of tests/render (what
+// `kubectl apply -k` deploys), decoded strictly.
+func renderedDaemonSet(t *testing.T, file, name string) *appsv1.DaemonSet {
+	t.Helper()
+	path := filepath.Join(repoRoot(), "deployments/kubernetes/testdata/rendered", file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var ds appsv1.DaemonSet
+		if !strings.Contains(doc, "\nkind: DaemonSet\n") {
+			continue
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if ds.Name == name {
+			return &ds
+		}
+	}
+	t.Fatalf("%s has no DaemonSet %s", path, name)
+	return nil
+}
+
+// perNodeStandalone makes the per-node pod one a kubelet without an API
+// server runs: no service account (no token to get) and no NODE_NAME
+// (no Node to read the label from); the test writes the name file in
+// names, as --node-name does from the label.
+func perNodeStandalone(t *testing.T, pod *corev1.Pod, names string) {
+	t.Helper()
+	spec := &pod.Spec
+	spec.ServiceAccountName = ""
+	c := &spec.Containers[0]
+	n := len(spec.Volumes)
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "service-account" })
+	c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "service-account" })
+	e := len(c.Env)
+	c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" })
+	i := slices.IndexFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "config-name" && v.EmptyDir != nil })
+	if len(spec.Volumes) != n-1 || len(c.Env) != e-1 || i < 0 {
+		t.Fatalf("the per-node pod has no service-account volume, NODE_NAME or config-name emptyDir: %+v %+v", spec.Volumes, c.Env)
+	}
+	spec.Volumes[i].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: names, Type: ptr(corev1.HostPathDirectory)}}
 }
