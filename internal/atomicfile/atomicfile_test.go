@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -193,5 +194,59 @@ func TestWriteFiles(t *testing.T) {
 				t.Errorf("temporary files left: %v", after)
 			}
 		})
+	}
+}
+
+// TestWriteFilesFewDescriptors: 300 files in one folder and 100 in
+// folders of their own are written all or none by a process allowed 64
+// descriptors (a child: the limit is the process's).
+func TestWriteFilesFewDescriptors(t *testing.T) {
+	if dir := os.Getenv("ATOMICFILE_NOFILE_DIR"); dir != "" {
+		lim := syscall.Rlimit{Cur: 64, Max: 64}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		var files []File
+		for i := range 300 {
+			files = append(files, File{Path: filepath.Join(dir, fmt.Sprintf("key-%d.toml", i)), Data: []byte("x"), Mode: 0o644})
+		}
+		for i := range 100 {
+			sub := filepath.Join(dir, fmt.Sprintf("sub%d", i))
+			files = append(files, File{Path: filepath.Join(sub, "config.toml"), Data: []byte("y"), Mode: 0o644})
+		}
+		if os.Getenv("ATOMICFILE_NOFILE_FAIL") != "" {
+			// The last file's folder is missing: nothing is written.
+			files = append(files, File{Path: filepath.Join(dir, "missing", "x"), Data: nil, Mode: 0o644})
+		}
+		if err := WriteFiles(files); err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		return
+	}
+	for _, fail := range []bool{false, true} {
+		dir := t.TempDir()
+		for i := range 100 {
+			if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("sub%d", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteFilesFewDescriptors$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "ATOMICFILE_NOFILE_DIR="+dir)
+		if fail {
+			cmd.Env = append(cmd.Env, "ATOMICFILE_NOFILE_FAIL=1")
+		}
+		out, err := cmd.CombinedOutput()
+		entries, _ := os.ReadDir(dir)
+		sub, _ := os.ReadDir(filepath.Join(dir, "sub99"))
+		if !fail {
+			if err != nil || len(entries) != 400 || len(sub) != 1 {
+				t.Errorf("under 64 descriptors: %v, %d entries, %d in sub99\n%s", err, len(entries), len(sub), out)
+			}
+			continue
+		}
+		if err == nil || len(entries) != 100 || len(sub) != 0 || !strings.Contains(string(out), "(none of the 401 files written)") {
+			t.Errorf("a failing set under 64 descriptors: %v, %d entries, %d in sub99\n%s", err, len(entries), len(sub), out)
+		}
 	}
 }
