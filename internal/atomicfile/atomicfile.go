@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
@@ -293,4 +295,73 @@ func prepareChecked(root *os.Root, base string, f File) (*pending, error) {
 		return nil, err
 	}
 	return prepareIn(root, base, f.Data, f.Mode, true, randomSuffix, nil)
+}
+
+// Reclaim is WriteFile for a path that is the caller's alone (the device
+// plugin's spec, labels and copy of the hook): whatever else appeared
+// there, a FIFO, a device node, a socket, a link or a folder, is replaced
+// in one step, never followed or opened. It returns the kind of file it
+// replaced (filekind.Name), "" for a regular file or none.
+func Reclaim(path string, data []byte, mode os.FileMode) (string, error) {
+	dir, base := splitPath(path)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	defer root.Close()
+	p, err := prepareIn(root, base, data, mode, true, randomSuffix, nil)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	was, err := placeIn(root, p.tmp, base)
+	if err != nil {
+		p.abort()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return was, nil
+}
+
+// Place moves the file at tmp over path, in the same folder, as Reclaim
+// does: a socket bound at a temporary name takes its place so.
+func Place(tmp, path string) (string, error) {
+	dir, base := splitPath(path)
+	if d, _ := splitPath(tmp); d != dir {
+		return "", fmt.Errorf("place %s: %s is in another folder", path, tmp)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", path, err)
+	}
+	defer root.Close()
+	was, err := placeIn(root, filepath.Base(tmp), base)
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", path, err)
+	}
+	return was, nil
+}
+
+// placeIn renames tmp over name in root. A folder at name, which a rename
+// cannot replace, is exchanged with tmp in one step (RENAME_EXCHANGE) and
+// then removed from where tmp was, without following its links.
+func placeIn(root *os.Root, tmp, name string) (string, error) {
+	fi, err := root.Lstat(name)
+	was := ""
+	if err == nil && !fi.Mode().IsRegular() {
+		was = filekind.Name(fi.Mode())
+	}
+	if err != nil || !fi.IsDir() {
+		return was, root.Rename(tmp, name)
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := unix.Renameat2(int(d.Fd()), tmp, int(d.Fd()), name, unix.RENAME_EXCHANGE); err != nil {
+		return "", fmt.Errorf("exchange with the folder there: %w", err)
+	}
+	if err := root.RemoveAll(tmp); err != nil {
+		return was, fmt.Errorf("the folder that was there, now %s: %w", tmp, err)
+	}
+	return was, nil
 }

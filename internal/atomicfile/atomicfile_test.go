@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,5 +249,61 @@ func TestWriteFilesFewDescriptors(t *testing.T) {
 		if err == nil || len(entries) != 100 || len(sub) != 0 || !strings.Contains(string(out), "(none of the 401 files written)") {
 			t.Errorf("a failing set under 64 descriptors: %v, %d entries, %d in sub99\n%s", err, len(entries), len(sub), out)
 		}
+	}
+}
+
+// TestReclaim: whatever appears at a path of the caller's own is replaced
+// by the file, in one step, and never followed.
+func TestReclaim(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, was string
+		make      func(p string) error
+	}{
+		{"nothing", "", func(string) error { return nil }},
+		{"file", "", func(p string) error { return os.WriteFile(p, []byte("old"), 0o600) }},
+		{"FIFO", "a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"link out", "a symbolic link", func(p string) error { return os.Symlink(outside, p) }},
+		{"folder", "a folder", func(p string) error {
+			if err := os.MkdirAll(filepath.Join(p, "sub"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(filepath.Dir(outside), filepath.Join(p, "sub", "link"))
+		}},
+		{"socket", "a socket", func(p string) error {
+			l, err := net.Listen("unix", p)
+			if err == nil {
+				l.(*net.UnixListener).SetUnlinkOnClose(false)
+				l.Close()
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "nvidia.yaml")
+			if err := tc.make(p); err != nil {
+				t.Fatal(err)
+			}
+			was, err := Reclaim(p, []byte("spec"), 0o644)
+			if err != nil || was != tc.was {
+				t.Fatalf("Reclaim = %q, %v; want %q", was, err, tc.was)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+				t.Fatalf("not a 0644 file after: %v %v", fi, err)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "spec" {
+				t.Errorf("content %q", b)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("left beside: %v", entries)
+			}
+			if b, _ := os.ReadFile(outside); string(b) != "host" {
+				t.Errorf("the file outside changed: %q", b)
+			}
+		})
 	}
 }
