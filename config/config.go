@@ -271,7 +271,19 @@ const maxFileSize = 4 << 20
 // Load reads the file at path. A missing file at the default path gives
 // the defaults; a missing file named explicitly is an error.
 func Load(path string, explicit bool) (*Config, error) {
-	data, err := readfile.Limited(path, maxFileSize)
+	return load(path, explicit, readfile.Limited)
+}
+
+// LoadWatched is Load for a daemon's configuration, which may be swapped
+// under it while it runs (the device plugin's): a FIFO, a device or a
+// folder there is refused at once instead of read, so that no read can
+// hang the daemon.
+func LoadWatched(path string, explicit bool) (*Config, error) {
+	return load(path, explicit, readfile.Regular)
+}
+
+func load(path string, explicit bool, read func(string, int64) ([]byte, error)) (*Config, error) {
+	data, err := read(path, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return Default(), nil
 	}

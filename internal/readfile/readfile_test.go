@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -59,5 +60,47 @@ func TestLimited(t *testing.T) {
 	var tl *TooLargeError
 	if _, err := Limited("/dev/zero", 100); !errors.As(err, &tl) || tl.Limit != 100 || tl.Error() != "more than 100 bytes, too large for this file: check the path" {
 		t.Errorf("small bound: %v", err)
+	}
+}
+
+// TestRegular: a FIFO with no writer, a device or a folder is refused at
+// once; a regular file, through a link too, is read within the bound.
+func TestRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(file, []byte("a = 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("config.toml", link); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ path, want, err string }{
+		{file, "a = 1\n", ""},
+		{link, "a = 1\n", ""},
+		{fifo, "", "read " + fifo + ": it is a FIFO, not a regular file: put a regular file there"},
+		{"/dev/zero", "", "read /dev/zero: it is a character device, not a regular file: put a regular file there"},
+		{dir, "", "read " + dir + ": it is a folder, not a regular file: put a regular file there"},
+		{big, "", "read " + big + ": more than 1 MiB, too large for this file: check the path"},
+	} {
+		data, err := Regular(tc.path, 1<<20)
+		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) || string(data) != tc.want {
+			t.Errorf("Regular(%s) = %q, %v; want %q, %q", tc.path, data, err, tc.want, tc.err)
+		}
+		var nr *NotRegularError
+		if strings.Contains(tc.err, "not a regular") && !errors.As(err, &nr) {
+			t.Errorf("Regular(%s): %v is no *NotRegularError", tc.path, err)
+		}
 	}
 }
