@@ -48,7 +48,7 @@ func flags() []cli.Flag {
 // does, and resolves what to advertise; it runs at start and at every
 // configuration change.
 func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, err := config.LoadWatched(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,9 @@ func installHook(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
+	// The copy's path is the plugin's own: whatever else appeared there
+	// is replaced, never followed.
+	if _, err := atomicfile.Reclaim(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
 	return nil
@@ -151,7 +153,7 @@ func watchXIDs(c *cli.Context) (<-chan inventory.XIDEvent, error) {
 	if c.String("simulate") != "" {
 		return nil, nil
 	}
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
+	cfg, err := config.LoadWatched(c.String("config"), c.IsSet("config"))
 	if err != nil {
 		return nil, err
 	}
