@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
@@ -118,7 +121,7 @@ func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, e
 }
 
 func mpsStart(c *cli.Context) error {
-	_, err := startDaemons(c.Context, c)
+	_, _, err := startDaemons(c.Context, c)
 	return err
 }
 
@@ -126,25 +129,30 @@ func mpsStart(c *cli.Context) error {
 // started or found running, and the error of those it could not start.
 // Ending ctx interrupts it: the device being started is cleaned up and the
 // next ones are not started.
-func startDaemons(ctx context.Context, c *cli.Context) ([]mps.Result, error) {
+func startDaemons(ctx context.Context, c *cli.Context) (*mps.Manager, []mps.Result, error) {
 	cfg, m, devs, err := mpsDevices(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := m.Start(ctx, devs)
-	w := c.App.Writer
-	for _, r := range res {
-		d := r.Device
-		fmt.Fprintf(w, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
-			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
-	}
+	printStarted(c, res)
 	if err != nil {
-		return res, err
+		return m, res, err
 	}
 	if len(res) == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "no device is shared through MPS in the %s\n", configName(cfg))
 	}
-	return res, nil
+	return m, res, nil
+}
+
+// printStarted prints one line per device started, restarted or found
+// running.
+func printStarted(c *cli.Context, res []mps.Result) {
+	for _, r := range res {
+		d := r.Device
+		fmt.Fprintf(c.App.Writer, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
+			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
+	}
 }
 
 // mpsRun is start, a wait for SIGTERM or SIGINT, then stop: what a
@@ -154,7 +162,7 @@ func mpsRun(c *cli.Context) error {
 	// then stops what started.
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	res, err := startDaemons(ctx, c)
+	m, res, err := startDaemons(ctx, c)
 	if ctx.Err() != nil {
 		if err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\n", err)
@@ -171,9 +179,48 @@ func mpsRun(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\ngpuctk: the other MPS daemons keep running; restart to try the failed devices again\n", err)
 	}
 	fmt.Fprintln(c.App.ErrWriter, "gpuctk: MPS daemons running; SIGTERM or SIGINT stops them")
-	<-ctx.Done()
+	if err := notifyReady(); err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: telling systemd the daemons run: %v\n", err)
+	}
+	// The daemons started are watched: one that lost its control socket
+	// (a tenant as root removed it), hangs or died is restarted, and its
+	// device's tenants are not locked out until an administrator steps in.
+	var devs []*offer.Share
+	for _, r := range res {
+		devs = append(devs, r.Device)
+	}
+	tick := time.NewTicker(mps.HealInterval)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			healed, err := m.Heal(ctx, devs)
+			printStarted(c, healed)
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\n", err)
+			}
+		}
+	}
 	// Stopping gets its own time: the signal has ended ctx.
 	return mpsStop(c)
+}
+
+// notifyReady tells systemd, when it runs gpuctk as a Type=notify unit
+// (gpuctk-mps.service), that the daemons run: units ordered after it
+// (the engines, the kubelet) start then.
+func notifyReady() error {
+	sock := os.Getenv("NOTIFY_SOCKET")
+	if sock == "" {
+		return nil
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte("READY=1"))
+	return err
 }
 
 func mpsStop(c *cli.Context) error {
@@ -264,7 +311,7 @@ func downError(sts []mps.Status) error {
 			if !s.Answering {
 				down++
 				if s.PID > 0 {
-					hung++ // start refuses it until stop ends it
+					hung++ // start ends it and starts another
 				}
 			}
 		}
@@ -277,10 +324,10 @@ func downError(sts []mps.Status) error {
 		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s not running: start %s with `gpuctk mps start`",
 			down, configured, map[bool]string{true: "is", false: "are"}[one], map[bool]string{true: "it", false: "them"}[one])}
 	case hung == down:
-		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s: run `gpuctk mps stop`, then `gpuctk mps start`",
-			down, configured, map[bool]string{true: "does not answer", false: "do not answer"}[one])}
+		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s: restart %s with `gpuctk mps start`",
+			down, configured, map[bool]string{true: "does not answer", false: "do not answer"}[one], map[bool]string{true: "it", false: "them"}[one])}
 	}
-	return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for are not running or do not answer: run `gpuctk mps stop`, then `gpuctk mps start`",
+	return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for are not running or do not answer: start them with `gpuctk mps start`",
 		down, configured)}
 }
 

@@ -11,8 +11,8 @@ import (
 // TestDownError: `gpuctk mps status` exits 3 when a daemon the
 // configuration asks for does not answer, and says what to do. Found in
 // review: for a daemon that runs but does not answer it said "start it
-// with `gpuctk mps start`", which refuses such a device ("does not
-// answer ...: run `gpuctk mps stop`, then start again").
+// with `gpuctk mps start`", which then refused such a device; start now
+// ends such a daemon and starts another.
 func TestDownError(t *testing.T) {
 	dev := &offer.Share{}
 	for _, tc := range []struct {
@@ -27,11 +27,11 @@ func TestDownError(t *testing.T) {
 		{"two not running", []mps.Status{{Device: dev, Configured: true}, {Device: dev, Configured: true}},
 			"2 of the 2 MPS daemons the configuration asks for are not running: start them with `gpuctk mps start`"},
 		{"one not answering", []mps.Status{{Device: dev, Configured: true, PID: 1234}},
-			"1 of the 1 MPS daemons the configuration asks for does not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+			"1 of the 1 MPS daemons the configuration asks for does not answer: restart it with `gpuctk mps start`"},
 		{"two not answering", []mps.Status{{Device: dev, Configured: true, PID: 1234}, {Device: dev, Configured: true, PID: 1235}},
-			"2 of the 2 MPS daemons the configuration asks for do not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+			"2 of the 2 MPS daemons the configuration asks for do not answer: restart them with `gpuctk mps start`"},
 		{"one not running, one not answering", []mps.Status{{Device: dev, Configured: true}, {Device: dev, Configured: true, PID: 1234}},
-			"2 of the 2 MPS daemons the configuration asks for are not running or do not answer: run `gpuctk mps stop`, then `gpuctk mps start`"},
+			"2 of the 2 MPS daemons the configuration asks for are not running or do not answer: start them with `gpuctk mps start`"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := downError(tc.sts)
