@@ -264,6 +264,16 @@ func setDefault(s *string, v string) {
 	}
 }
 
+// IsHostState reports whether dir is one of the real host's own folders of
+// state by default, [mps] state-root's or [runtime] cache-dir's: a run on
+// a simulated host makes nothing there, where it would pass for the real
+// host's (mount points, daemons, cache entries).
+func IsHostState(dir string) bool {
+	d := Default()
+	dir = filepath.Clean(dir)
+	return dir == d.MPS.StateRoot || dir == d.Runtime.CacheDir
+}
+
 // maxFileSize bounds what Load reads: a config with every key and a
 // thousand [[sharing]] entries is under 1 MiB.
 const maxFileSize = 4 << 20

@@ -107,9 +107,16 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err := st.CheckSockets(c.String("kubelet-dir")); err != nil {
 		return nil, err
 	}
-	// The spec it writes is one runtimes use (see mps.MountPoints).
-	if err := mps.MountPoints(offered.MPS()); err != nil {
-		return nil, err
+	// The spec it writes is one runtimes use (see mps.MountPoints); a
+	// simulated host makes nothing in the real host's state folders.
+	simulated := c.String("simulate") != ""
+	if !simulated || !config.IsHostState(cfg.MPS.StateRoot) {
+		if err := mps.MountPoints(offered.MPS()); err != nil {
+			return nil, err
+		}
+	}
+	if simulated && config.IsHostState(cfg.Runtime.CacheDir) {
+		st.Runtime = nil // no cache entries filled
 	}
 	if dir := c.String("labels-dir"); dir != "" {
 		l, err := labels.For(offered, cfg.Kubernetes)

@@ -126,3 +126,10 @@ func resolve(c *cli.Context, cfg *config.Config) (*offer.Set, *inventory.Profile
 	set, err := offer.Resolve(h, cfg)
 	return set, p, err
 }
+
+// simulatedOnHostState reports whether this run describes a simulated
+// host while dir is one of the real host's folders of state (see
+// config.IsHostState): it makes nothing there.
+func simulatedOnHostState(c *cli.Context, dir string) bool {
+	return c.String("simulate") != "" && config.IsHostState(dir)
+}

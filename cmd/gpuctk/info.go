@@ -104,7 +104,7 @@ func info(c *cli.Context) error {
 	}
 	freshness(w, c, cfg, set, p)
 	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
-		_, m, err := mpsSetup(c, true)
+		_, m, err := mpsSetup(c, true, false)
 		if err != nil {
 			return err
 		}

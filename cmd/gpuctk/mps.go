@@ -66,14 +66,19 @@ func mpsCommand() *cli.Command {
 
 // mpsSetup reads the configuration and builds the Manager. Stopping works
 // without NVML (the driver may be gone by then): compute modes are then
-// left as they are, with a warning.
-func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, error) {
+// left as they are, with a warning. A command that writes under the state
+// root (start, run, stop) is refused for a simulated host under the real
+// host's.
+func mpsSetup(c *cli.Context, stopping, writes bool) (*config.Config, *mps.Manager, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return nil, nil, err
+	}
+	if writes && simulatedOnHostState(c, cfg.MPS.StateRoot) {
+		return nil, nil, fmt.Errorf("--simulate with the host's own MPS state root %s: a simulated host's daemons would pass for the real host's; give --state-root a folder of its own", cfg.MPS.StateRoot)
 	}
 	driverRoot := cfg.CDI.DriverRoot
 	opts := []mps.Option{
@@ -108,8 +113,8 @@ func configName(cfg *config.Config) string {
 
 // mpsDevices reads the configuration, builds the Manager, reads the host from --simulate or NVML,
 // and returns its MPS-shared devices: what start and status work on.
-func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, error) {
-	cfg, m, err := mpsSetup(c, false)
+func mpsDevices(c *cli.Context, writes bool) (*config.Config, *mps.Manager, []*offer.Share, error) {
+	cfg, m, err := mpsSetup(c, false, writes)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -130,7 +135,7 @@ func mpsStart(c *cli.Context) error {
 // Ending ctx interrupts it: the device being started is cleaned up and the
 // next ones are not started.
 func startDaemons(ctx context.Context, c *cli.Context) (*mps.Manager, []mps.Result, error) {
-	cfg, m, devs, err := mpsDevices(c)
+	cfg, m, devs, err := mpsDevices(c, true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -224,7 +229,7 @@ func notifyReady() error {
 }
 
 func mpsStop(c *cli.Context) error {
-	_, m, err := mpsSetup(c, true)
+	_, m, err := mpsSetup(c, true, true)
 	if err != nil {
 		return err
 	}
@@ -281,7 +286,7 @@ func state(s mps.Status) string {
 }
 
 func mpsStatus(c *cli.Context) error {
-	_, m, devs, err := mpsDevices(c)
+	_, m, devs, err := mpsDevices(c, false)
 	if err != nil {
 		return err
 	}
