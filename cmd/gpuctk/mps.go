@@ -37,13 +37,13 @@ func mpsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:   "start",
-				Usage:  "validate the MPS-shared devices and start a daemon for each that has none",
+				Usage:  "validate the MPS-shared devices and start a daemon for each that has none, or whose daemon lost its control socket or does not answer (it is ended first)",
 				Flags:  mpsFlags(),
 				Action: mpsStart,
 			},
 			{
 				Name: "run",
-				Usage: "start the daemons as start does, stay in the foreground, and stop them on SIGTERM or SIGINT " +
+				Usage: "start the daemons as start does, stay in the foreground restarting one that loses its control socket, hangs or dies (within 10 s), and stop them on SIGTERM or SIGINT " +
 					"(for a container, such as deployments/kubernetes' MPS DaemonSet, or a Type=simple unit)",
 				Flags:  mpsFlags(),
 				Action: mpsRun,
