@@ -762,6 +762,11 @@ func TestMPSHealsLostSocket(t *testing.T) {
 	}
 	want := fmt.Sprintf("GPU 0 (%s): restarted: its daemon (pid %d) lost its control socket %s, pid %d (4 replicas, 25%% threads, 20480M pinned memory each)\n",
 		dgxGPU0, before[dgxGPU0], sock, after[dgxGPU0])
+	// The line comes once the new daemon is configured, after status
+	// may see it.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), want) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if got := out.String(); strings.Count(got, "restarted") != 1 || !strings.Contains(got, want) {
 		t.Errorf("mps run printed\n%s\nwant one line\n%s", got, want)
 	}
