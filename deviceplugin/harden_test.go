@@ -305,3 +305,38 @@ func setImmutable(t *testing.T, path string, on bool) {
 
 // fsImmutable is FS_IMMUTABLE_FL (linux/fs.h), which x/sys/unix lacks.
 const fsImmutable = 0x10
+
+// TestPlugin_SpecRemovedBadConfig: the spec removed while the config is
+// bad (a reload fails) is written back from the last good state, and the
+// devices, Unhealthy while it is missing, are Healthy again.
+func TestPlugin_SpecRemovedBadConfig(t *testing.T) {
+	dir, cdiDir := t.TempDir(), t.TempDir()
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, dir)
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(cdiDir), WithConfigPath(cfgPath), WithLogger(quiet))
+	stream := runPlugin(t, p, dir, "nvidia.com/gpu.shared")
+	if got := healths(t, stream); got != "0::0=Healthy 0::1=Healthy" {
+		t.Fatalf("at start: %s", got)
+	}
+	spec := filepath.Join(cdiDir, "nvidia.yaml")
+	want, _ := os.ReadFile(spec)
+	// A config the plugin refuses (one replica), read by no reload yet:
+	// written in place, as the settle time lets the removal go first.
+	if err := os.WriteFile(cfgPath+".bad", []byte(strings.Replace(sharedL40S, "replicas = 2", "replicas = 1", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(spec)
+	os.Rename(cfgPath+".bad", cfgPath)
+	if got := healths(t, stream); got != "0::0=Unhealthy 0::1=Unhealthy" {
+		t.Errorf("with no spec: %s", got)
+	}
+	if got := healths(t, stream); got != "0::0=Healthy 0::1=Healthy" {
+		t.Errorf("once written back: %s", got)
+	}
+	if got, err := os.ReadFile(spec); err != nil || string(got) != string(want) {
+		t.Errorf("the spec written back differs (%v)", err)
+	}
+}

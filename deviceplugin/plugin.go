@@ -419,7 +419,11 @@ func (p *Plugin) reloadDone(ctx context.Context, r reloaded) {
 	switch {
 	case r.err != nil:
 		p.log.Error("reload failed: keeping the last good state", "err", r.err)
-		if r.why.spec {
+		if r.why.spec && p.specBad && !r.why.keep && p.again == nil {
+			// The spec is gone and no new one came: the last good
+			// state's is written back, which its devices need.
+			p.again = &reloadWhy{done: "the CDI spec of the last good state was written back", spec: true, keep: true}
+		} else if r.why.spec {
 			p.specCheck.Reset(p.specWait)
 		}
 	default:
@@ -460,7 +464,10 @@ func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
 		p.setSpecBad(false)
 		return
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) {
+		// No spec resolves the names until the reload below writes one.
+		p.setSpecBad(true)
+	} else if err != nil {
 		// A FIFO, a link, a folder where the spec was: no writer's spec,
 		// so the plugin's own is written back in its place, at once. The
 		// names it hands out resolve to nothing meanwhile: Unhealthy.
