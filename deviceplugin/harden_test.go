@@ -3,6 +3,7 @@ package deviceplugin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -142,6 +143,8 @@ func TestPlugin_HungReload(t *testing.T) {
 	load := func() (*State, error) {
 		if calls.Add(1) > 1 {
 			<-hang
+			// Released as the test ends: nothing more is written.
+			return nil, errors.New("released")
 		}
 		return good()
 	}
