@@ -2,7 +2,10 @@ package main
 
 import (
 	"errors"
+	"net"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/offer"
@@ -46,5 +49,30 @@ func TestDownError(t *testing.T) {
 				t.Errorf("error %v\nwant exit 3, %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNotifyReady: under a Type=notify unit (gpuctk-mps.service) mps run
+// tells systemd READY=1 on $NOTIFY_SOCKET; without one it does nothing.
+func TestNotifyReady(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	if err := notifyReady(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := conn.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Errorf("systemd got %q, %v", buf[:n], err)
+	}
+	t.Setenv("NOTIFY_SOCKET", "")
+	if err := notifyReady(); err != nil {
+		t.Errorf("without NOTIFY_SOCKET: %v", err)
 	}
 }
