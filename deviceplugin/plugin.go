@@ -395,7 +395,14 @@ func (p *Plugin) configChanged(ev fsnotify.Event) bool {
 // is under way, once it has ended.
 func (p *Plugin) reload(why reloadWhy) {
 	if p.reloading {
-		p.again = &why
+		// One reload after it does for all asked meanwhile; one that
+		// loads anew (and writes its spec) does for a spec written back.
+		switch {
+		case p.again == nil || p.again.keep:
+			p.again = &why
+		case why.spec:
+			p.again.spec = true
+		}
 		return
 	}
 	p.reloading = true
