@@ -272,6 +272,16 @@ func setDefault(s *string, v string) {
 	}
 }
 
+// IsHostState reports whether dir is one of the real host's own folders of
+// state by default, [mps] state-root's or [runtime] cache-dir's: a run on
+// a simulated host makes nothing there, where it would pass for the real
+// host's (mount points, daemons, cache entries).
+func IsHostState(dir string) bool {
+	d := Default()
+	dir = filepath.Clean(dir)
+	return dir == d.MPS.StateRoot || dir == d.Runtime.CacheDir
+}
+
 // maxFileSize bounds what Load reads: a config with every key and a
 // thousand [[sharing]] entries is under 1 MiB.
 const maxFileSize = 4 << 20
@@ -279,7 +289,19 @@ const maxFileSize = 4 << 20
 // Load reads the file at path. A missing file at the default path gives
 // the defaults; a missing file named explicitly is an error.
 func Load(path string, explicit bool) (*Config, error) {
-	data, err := readfile.Limited(path, maxFileSize)
+	return load(path, explicit, readfile.Limited)
+}
+
+// LoadWatched is Load for a daemon's configuration, which may be swapped
+// under it while it runs (the device plugin's): a FIFO, a device or a
+// folder there is refused at once instead of read, so that no read can
+// hang the daemon.
+func LoadWatched(path string, explicit bool) (*Config, error) {
+	return load(path, explicit, readfile.Regular)
+}
+
+func load(path string, explicit bool, read func(string, int64) ([]byte, error)) (*Config, error) {
+	data, err := read(path, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return Default(), nil
 	}

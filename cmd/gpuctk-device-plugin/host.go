@@ -130,9 +130,16 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err := st.CheckSockets(c.String("kubelet-dir")); err != nil {
 		return nil, err
 	}
-	// The spec it writes is one runtimes use (see mps.MountPoints).
-	if err := mps.MountPoints(offered.MPS()); err != nil {
-		return nil, err
+	// The spec it writes is one runtimes use (see mps.MountPoints); a
+	// simulated host makes nothing in the real host's state folders.
+	simulated := c.String("simulate") != ""
+	if !simulated || !config.IsHostState(cfg.MPS.StateRoot) {
+		if err := mps.MountPoints(offered.MPS()); err != nil {
+			return nil, err
+		}
+	}
+	if simulated && config.IsHostState(cfg.Runtime.CacheDir) {
+		st.Runtime = nil // no cache entries filled
 	}
 	if dir := c.String("labels-dir"); dir != "" {
 		l, err := labels.For(offered, cfg.Kubernetes)
@@ -162,7 +169,9 @@ func installHook(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
+	// The copy's path is the plugin's own: whatever else appeared there
+	// is replaced, never followed.
+	if _, err := atomicfile.Reclaim(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
 	return nil
@@ -279,7 +288,7 @@ func loadConfig(c *cli.Context) (*config.Config, string, []string, error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	cfg, warnings, err := nvconfig.Load(path, c.IsSet("config") || name != "")
+	cfg, warnings, err := nvconfig.LoadWatched(path, c.IsSet("config") || name != "")
 	return cfg, name, warnings, err
 }
 

@@ -135,7 +135,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 		if fresh {
 			// The MPS mount points live in /run: make them even when the
 			// spec, in /etc/cdi, outlived a reboot.
-			if err := mps.MountPoints(set.MPS()); err != nil {
+			if err := mountPoints(c, cfg, set); err != nil {
 				return err
 			}
 			warmPrograms(c, cfg)
@@ -155,7 +155,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	}
 	// A spec on disk is one runtimes use: its MPS mounts must resolve
 	// even before the daemons start (see mps.MountPoints).
-	if err := mps.MountPoints(set.MPS()); err != nil {
+	if err := mountPoints(c, cfg, set); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
@@ -167,11 +167,23 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	}
 	// The first container start after this one is then as fast as any.
 	// Not an error: gpuctk-runtime resolves the spec itself otherwise.
-	if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
+	if simulatedOnHostState(c, cfg.Runtime.CacheDir) {
+		// A simulated host's entries are no real container's.
+	} else if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
 	}
 	warmPrograms(c, cfg)
 	return sameNamesBeside(c.App.ErrWriter, out)
+}
+
+// mountPoints makes the MPS mount points of set's devices, but for a
+// simulated host under the real host's state root.
+func mountPoints(c *cli.Context, cfg *config.Config, set *offer.Set) error {
+	if len(set.MPS()) > 0 && simulatedOnHostState(c, cfg.MPS.StateRoot) {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: --simulate: the MPS mount points are not made under the host's own state root %s (set [mps] state-root, or --state-root, to make them elsewhere)\n", cfg.MPS.StateRoot)
+		return nil
+	}
+	return mps.MountPoints(set.MPS())
 }
 
 // sameNamesBeside returns an error naming the spec files of out's folder

@@ -155,3 +155,10 @@ func warnResolution(c *cli.Context, set *offer.Set) {
 		}
 	}
 }
+
+// simulatedOnHostState reports whether this run describes a simulated
+// host while dir is one of the real host's folders of state (see
+// config.IsHostState): it makes nothing there.
+func simulatedOnHostState(c *cli.Context, dir string) bool {
+	return c.String("simulate") != "" && config.IsHostState(dir)
+}

@@ -111,7 +111,7 @@ func info(c *cli.Context) error {
 		}
 	}
 	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
-		_, m, err := mpsSetup(c, true)
+		_, m, err := mpsSetup(c, true, false)
 		if err != nil {
 			return err
 		}
