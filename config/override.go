@@ -18,6 +18,7 @@ var overrides = map[string]func(c *Config, v string){
 	"dev-root":         func(c *Config, v string) { c.CDI.DevRoot = absolute(v) },
 	"host-driver-root": func(c *Config, v string) { c.CDI.HostDriverRoot = v },
 	"hook-path":        func(c *Config, v string) { c.CDI.HookPath = v },
+	"driver-store":     func(c *Config, v string) { c.CDI.DriverStore = absolute(v) },
 	"vendor":           func(c *Config, v string) { c.CDI.Vendor = v },
 	"class":            func(c *Config, v string) { c.CDI.Class = v },
 	"spec-dir":         func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },

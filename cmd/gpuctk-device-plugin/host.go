@@ -85,11 +85,11 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	} else if *cfg.CDI.DriverFolder {
 		// As `gpuctk cdi generate` does; a driver upgrade replaces the
 		// kernel module, so an older version's folder serves no container.
-		folder, err := files.Gather(cfg.CDI.DriverRoot, true)
+		folder, err := files.Gather(cfg.CDI.DriverRoot, true, cdi.FolderOptions(cfg)...)
 		if err != nil {
 			log.Info("the driver's files are mounted one by one, not as one folder ([cdi] driver-folder = false stops trying)", "why", err)
 		} else if folder != "" {
-			if err := driver.PruneFolders(cfg.CDI.DriverRoot, folder); err != nil {
+			if err := driver.PruneFolders(folder); err != nil {
 				log.Warn("old driver folders not removed", "err", err)
 			}
 		}

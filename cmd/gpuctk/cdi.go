@@ -157,7 +157,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
 	// Now that the spec names this folder, those of older drivers go.
 	if b.folder != "" {
-		if err := driver.PruneFolders(cfg.CDI.DriverRoot, b.folder); err != nil {
+		if err := driver.PruneFolders(b.folder); err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v\n", err)
 		}
 	}
@@ -234,8 +234,10 @@ type built struct {
 	kind  string
 	sum   cdi.Summary
 	files cdi.HostFiles
-	// folder is the driver folder the spec mounts, "" for none.
+	// folder is the driver folder the spec mounts, "" for none; whole
+	// the driver's own folders it mounts whole.
 	folder string
+	whole  []string
 }
 
 // buildSpec resolves the host and builds its spec in format, as generate
@@ -259,7 +261,7 @@ func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.P
 	if err != nil {
 		return nil, err
 	}
-	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder}, nil
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder, whole: files.Whole}, nil
 }
 
 // hostFiles says where cdi.Check finds the files a spec names: nowhere for

@@ -163,6 +163,10 @@ func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, 
 func driverFiles(w io.Writer, cfg *config.Config, b *built) {
 	switch {
 	case b.files.DriverRoot == "":
+	case len(b.whole) > 0 && b.folder != "":
+		fmt.Fprintf(w, "Driver files:\tthe driver's own folders %s mounted whole, the rest in the driver folder %s\n", strings.Join(b.whole, ", "), b.folder)
+	case len(b.whole) > 0:
+		fmt.Fprintf(w, "Driver files:\tthe driver's own folders %s mounted whole\n", strings.Join(b.whole, ", "))
 	case b.folder != "":
 		fmt.Fprintf(w, "Driver files:\tin the driver folder %s, mounted once per capability\n", b.folder)
 	case !*cfg.CDI.DriverFolder:
