@@ -36,6 +36,9 @@ func Build(set *offer.Set, f *driver.Files, cfg *config.Config, format string) (
 // container's own.
 func FolderOptions(cfg *config.Config) []driver.FolderOption {
 	c := cfg.CDI
+	if c.DriverStore == "" {
+		return nil
+	}
 	_, under := driver.Root(c.DriverRoot).Rel(c.DriverStore)
 	elsewhere := c.HostDriverRoot != "" && filepath.Clean(c.HostDriverRoot) != filepath.Clean(c.DriverRoot)
 	return []driver.FolderOption{driver.WithStore(c.DriverStore, under || !elsewhere)}

@@ -115,7 +115,9 @@ type CDI struct {
 	// system): copies, or clones where the file system shares blocks.
 	// Where gpuctk sees it; the spec names it as it is when it is not
 	// under the driver root, so gpuctk in a container needs the host's
-	// folder mounted at the same path.
+	// folder mounted at the same path. Empty means the folder of the hard
+	// links, /var/lib/gpuctk/driver under the driver root: a fake root's
+	// own in tests, the host's with the default root.
 	DriverStore string `toml:"driver-store"`
 }
 
@@ -206,10 +208,6 @@ type Runtime struct {
 	AcceptVisibleDevicesEnv *bool `toml:"accept-visible-devices-env"`
 }
 
-// DefaultDriverStore is [cdi] driver-store's default: the host's
-// /var/lib/gpuctk/driver, where the driver folder of hard links is too.
-const DefaultDriverStore = "/var/lib/gpuctk/driver"
-
 // Default returns the configuration used when no file exists.
 func Default() *Config {
 	c := &Config{}
@@ -222,7 +220,6 @@ func (c *Config) setDefaults() {
 	setDefault(&c.CDI.Class, "gpu")
 	setDefault(&c.CDI.HookPath, "/usr/bin/gpuctk-hook")
 	setDefault(&c.CDI.DriverRoot, "/")
-	setDefault(&c.CDI.DriverStore, DefaultDriverStore)
 	if len(c.CDI.SpecDirs) == 0 {
 		c.CDI.SpecDirs = []string{"/etc/cdi", "/var/run/cdi"}
 	}

@@ -37,6 +37,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "driver-root", EnvVars: envVar("driver-root"), Usage: "where the driver's files are installed (default: config [cdi] driver-root, /)"},
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
 		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, for the spec's mounts when the plugin sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /)"},
+		&cli.StringFlag{Name: "driver-store", EnvVars: envVar("driver-store"), Usage: "make the driver folder in `DIR`, a host folder mounted at the same path, where its hard links cannot be made under the driver root (a read-only one): copies of the driver's files, cloned where the file system can (default: config [cdi] driver-store)"},
 		&cli.StringFlag{Name: "labels-dir", EnvVars: envVar("labels-dir"), Usage: "also write the node's GPU labels as a Node Feature Discovery feature file in `DIR` (its features.d), at start and at every config change"},
 		&cli.StringFlag{Name: "hook-dir", EnvVars: envVar("hook-dir"), Usage: "copy the gpuctk-hook beside this binary into `DIR` (a host folder mounted at the same path) and have the spec call it there: for a node where gpuctk runs only from its image"},
 		&cli.DurationFlag{Name: "xid-recovery", Value: 10 * time.Minute, EnvVars: envVar("xid-recovery"), Usage: "how long a device stays Unhealthy after its last critical XID event (0: until the plugin restarts)"},
@@ -53,7 +54,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 		return nil, err
 	}
 	set := map[string]string{}
-	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
+	for _, name := range []string{"driver-root", "dev-root", "host-driver-root", "driver-store"} {
 		if c.IsSet(name) {
 			set[name] = c.String(name)
 		}

@@ -219,6 +219,7 @@ func specFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 		&cli.BoolFlag{Name: "cuda-compat", EnvVars: envVar("cuda-compat"), Usage: "let the hook put an image's newer CUDA forward-compatibility libraries first, where every GPU of the host supports it (default: config [cdi] cuda-compat, true; --cuda-compat=false turns it off)"},
 		&cli.BoolFlag{Name: "driver-folder", EnvVars: envVar("driver-folder"), Usage: "mount the driver's files as one folder of hard links per capability, made under the driver root, the hook linking each file's usual path into it; where it cannot be made, each file is mounted (default: config [cdi] driver-folder, true)"},
+		&cli.StringFlag{Name: "driver-store", EnvVars: envVar("driver-store"), Usage: "where the driver folder is made when its hard links cannot be made under the driver root: copies, cloned where the file system can (default: config [cdi] driver-store, else /var/lib/gpuctk/driver under the driver root)"},
 		&cli.BoolFlag{Name: "disable-device-node-modification", EnvVars: envVar("disable-device-node-modification"), Usage: "have the hook give containers a driver params file saying ModifyDeviceFiles: 0, so the CUDA driver in a container creates no device nodes (default: config [cdi] disable-device-node-modification, true)"},
 	)
 }
