@@ -43,6 +43,9 @@ type Files struct {
 	// Whole are the host folders Gather mounts whole: the driver's own
 	// folders that hold nothing else (a prefix such as /usr/local/nvidia).
 	Whole []string
+	// OneByOne counts the regular files of the driver Gather left in a
+	// mount each (no folder could take them).
+	OneByOne int
 	// Warnings say which files were found but left out, and why (a vendor
 	// JSON file that does not parse, or names a library the driver lacks).
 	Warnings []string

@@ -444,6 +444,7 @@ func (f *Files) useFolder(store string, files []gathered) {
 	for i := range files {
 		g := &files[i]
 		if g.perFile {
+			f.OneByOne++
 			continue
 		}
 		moved[g.m] = true

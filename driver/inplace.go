@@ -145,16 +145,45 @@ func (o *ownFolders) walk(top, rel string, dev uint64, depth int, budget *int) b
 	return true
 }
 
+// shared reports whether rel (a folder, relative to the driver root) is
+// one a distribution or an image fills with files of its own, or above
+// one: the library and program folders searched (LibDirs and BinDirs,
+// /usr/local/nvidia's aside), the folders of the driver's data files
+// (Vulkan's, glvnd's, Xorg's), /etc and /usr/share. A fake root may hold
+// only the driver's files there; a host never does, and a folder that
+// gets other files later must not show them to every container.
+func shared(rel string) bool {
+	rel = "/" + filepath.ToSlash(rel)
+	var folders []string
+	for _, d := range append(LibDirs[:len(LibDirs):len(LibDirs)], BinDirs...) {
+		if !strings.HasPrefix(d, "/usr/local/nvidia/") {
+			folders = append(folders, d)
+		}
+	}
+	for _, d := range dataFiles {
+		for _, p := range d.paths {
+			folders = append(folders, path.Dir(p))
+		}
+	}
+	folders = append(folders, "/etc", "/usr/share", "/lib/firmware", "/usr/lib/firmware")
+	for _, d := range folders {
+		if d == rel || strings.HasPrefix(d, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // mountable returns the folder to mount whole for a file of the driver at
 // host path p: the highest folder above it, up to a folder of the driver
 // root (never the root itself) and on p's file system, that holds only
 // the driver's files (a prefix such as /usr/local/nvidia, whose lib64/
-// and bin/ then come in one mount); "" when p's own folder holds anything
-// else. With own set, p's own folder or nothing (the firmware's, mounted
+// and bin/ then come in one mount) and is not shared; "" when p's own
+// folder holds anything else or is shared. With own set, p's own folder or nothing (the firmware's, mounted
 // where the host has it).
 func (o *ownFolders) mountable(p string, own bool) string {
 	dir := filepath.Dir(p)
-	if rel, under := o.root.Rel(dir); !under || rel == "." || !o.holdsOnlyDriver(dir) {
+	if rel, under := o.root.Rel(dir); !under || rel == "." || shared(rel) || !o.holdsOnlyDriver(dir) {
 		return ""
 	}
 	if own {
@@ -167,7 +196,7 @@ func (o *ownFolders) mountable(p string, own bool) string {
 	for {
 		up := filepath.Dir(dir)
 		var ust unix.Stat_t
-		if rel, _ := o.root.Rel(up); rel == "." || unix.Stat(up, &ust) != nil || ust.Dev != st.Dev || !o.holdsOnlyDriver(up) {
+		if rel, _ := o.root.Rel(up); rel == "." || shared(rel) || unix.Stat(up, &ust) != nil || ust.Dev != st.Dev || !o.holdsOnlyDriver(up) {
 			return dir
 		}
 		dir = up

@@ -386,3 +386,18 @@ func TestGatherCopyStore(t *testing.T) {
 		t.Errorf("the older driver's folder stays: %v", err)
 	}
 }
+
+// TestShared: the distribution's folders, and those above them, are never
+// mounted whole, whatever they hold; a prefix of the driver's own is.
+func TestShared(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"usr": true, "usr/lib": true, "usr/lib/x86_64-linux-gnu": true, "usr/bin": true, "usr/local": true,
+		"usr/share": true, "usr/share/vulkan/icd.d": true, "etc": true, "lib/firmware": true,
+		"usr/local/nvidia": false, "usr/local/nvidia/lib64": false, "home/kubernetes/bin/nvidia/lib64": false,
+		"lib/firmware/nvidia/580.65.06": false, "usr/lib/x86_64-linux-gnu/nvidia/current/vdpau": false,
+	} {
+		if got := shared(rel); got != want {
+			t.Errorf("shared(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}

@@ -237,8 +237,9 @@ type built struct {
 	files cdi.HostFiles
 	// folder is the driver folder the spec mounts, "" for none; whole
 	// the driver's own folders it mounts whole.
-	folder string
-	whole  []string
+	folder   string
+	whole    []string
+	oneByOne int
 }
 
 // buildSpec resolves the host and builds its spec in format, as generate
@@ -262,7 +263,7 @@ func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.P
 	if err != nil {
 		return nil, err
 	}
-	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder, whole: files.Whole}, nil
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder, whole: files.Whole, oneByOne: files.OneByOne}, nil
 }
 
 // hostFiles says where cdi.Check finds the files a spec names: nowhere for
