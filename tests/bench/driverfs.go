@@ -35,6 +35,12 @@ func (b *bench) driverFS() error {
 		if err := fakehost.BuildFull(root, profile); err != nil {
 			return fmt.Errorf("fake driver root: %w", err)
 		}
+		// As on the GPU host of ../shared/gpu-host/RECIPE.md, no OpenCL
+		// vendor file in /etc: the common edits' files are all the
+		// prefix's there.
+		if err := os.Remove(filepath.Join(root, "etc/OpenCL/vendors/nvidia.icd")); err != nil {
+			return err
+		}
 	}
 	prefix := filepath.Join(own, "usr/local/nvidia")
 	unmount, err := toPrefix(own, prefix)
