@@ -60,8 +60,14 @@ func (b *bench) driverFS() error {
 	vendor := fmt.Sprintf("gpuctk-bench-%d.example.com", os.Getpid())
 	var jobs []job
 	var mounts []int
-	for _, root := range []string{same, own} {
+	// The third: the driver on its own file system, a mount per file,
+	// as before the prefix could be mounted whole.
+	for i, root := range []string{same, own, own} {
 		name := filepath.Base(root)
+		var flags []string
+		if i == 2 {
+			name, flags = name+"-files", []string{"--driver-folder=false"}
+		}
 		specDir := filepath.Join(b.work, "cdi-"+name)
 		if err := os.MkdirAll(specDir, 0o755); err != nil {
 			return err
@@ -69,8 +75,8 @@ func (b *bench) driverFS() error {
 		out := filepath.Join(specDir, "gpuctk.yaml")
 		// The store of copies, should one be made, is the run's own.
 		config := writeFile(b.work, name+".toml", fmt.Sprintf("[cdi]\ndriver-store = %q\n", filepath.Join(b.work, "store-"+name)))
-		if msg, err := exec.Command(b.bin("gpuctk"), "cdi", "generate", "--simulate", driverFSProfile, "--driver-root", root,
-			"--vendor", vendor, "--hook-path", b.bin("gpuctk-hook"), "--config", config, "--output", out).CombinedOutput(); err != nil {
+		if msg, err := exec.Command(b.bin("gpuctk"), append([]string{"cdi", "generate", "--simulate", driverFSProfile, "--driver-root", root,
+			"--vendor", vendor, "--hook-path", b.bin("gpuctk-hook"), "--config", config, "--output", out}, flags...)...).CombinedOutput(); err != nil {
 			return fmt.Errorf("gpuctk cdi generate: %v: %s", err, msg)
 		} else if strings.Contains(string(msg), "one by one") {
 			return fmt.Errorf("gpuctk cdi generate, driver under %s: %s", root, msg)
@@ -105,7 +111,7 @@ func (b *bench) driverFS() error {
 		}
 		jobs = append(jobs, all[2]) // gpuctk-runtime, cache warm
 	}
-	b.step("timing: container start, driver on the driver folder's file system (%d mounts) and on its own read-only one (%d)", mounts[0], mounts[1])
+	b.step("timing: container start, driver on the driver folder's file system (%d mounts), on its own read-only one (%d), and so with a mount per file (%d)", mounts[0], mounts[1], mounts[2])
 	s, err := interleave(runtimeRuns(b.o), b.o.warm, jobs...)
 	if err != nil {
 		return err
@@ -115,6 +121,8 @@ func (b *bench) driverFS() error {
 	b.r.timed(fmt.Sprintf("Container start, the same with the driver on its own read-only file system (/usr/local/nvidia, a tmpfs remounted read-only): the prefix mounted whole, %d mounts", mounts[1]),
 		"runc create, no device", s[0], s[2], 0)
 	b.r.timed("Container start, the driver on its own read-only file system, over the same on the driver folder's", "the same-file-system start, same round", s[1], s[2], 2*time.Millisecond)
+	b.r.timed(fmt.Sprintf("Container start, the driver on its own read-only file system with [cdi] driver-folder = false (a mount per file, %d mounts), for comparison", mounts[2]),
+		"runc create, no device", s[0], s[3], 0)
 	return nil
 }
 
