@@ -115,6 +115,15 @@ type CDI struct {
 	// then mounts one folder, not two dozen files. Where the folder cannot
 	// be made, the files are mounted one by one as with false.
 	DriverFolder *bool `toml:"driver-folder"`
+	// DriverStore is where the driver folder is made when its hard links
+	// cannot be made under the driver root (the driver on another file
+	// system): copies, or clones where the file system shares blocks.
+	// Where gpuctk sees it; the spec names it as it is when it is not
+	// under the driver root, so gpuctk in a container needs the host's
+	// folder mounted at the same path. Empty means the folder of the hard
+	// links, /var/lib/gpuctk/driver under the driver root: a fake root's
+	// own in tests, the host's with the default root.
+	DriverStore string `toml:"driver-store"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -427,7 +436,7 @@ func (c *CDI) validate() error {
 	}
 	// The spec names host paths under these roots, which runtimes resolve
 	// from their own working folder: a relative root is refused here.
-	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}} {
+	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}, {"driver-store", c.DriverStore}} {
 		if r.path != "" && !filepath.IsAbs(r.path) {
 			return fmt.Errorf(`%q %q is not an absolute path: give the folder's full path, such as /run/nvidia/driver`, r.key, r.path)
 		}

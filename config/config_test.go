@@ -170,7 +170,7 @@ func TestLoadWatched(t *testing.T) {
 	start := time.Now()
 	for p, want := range map[string]string{
 		fifo:        "config " + fifo + ": read " + fifo + ": a FIFO, not a regular file",
-		"/dev/zero": "config /dev/zero: read /dev/zero: it is a character device, not a regular file: put a regular file there",
+		"/dev/zero": "config /dev/zero: read /dev/zero: a character device, not a regular file",
 	} {
 		if _, err := LoadWatched(p, false); err == nil || err.Error() != want {
 			t.Errorf("LoadWatched(%s): err = %v, want %q", p, err, want)

@@ -161,7 +161,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
 	// Now that the spec names this folder, those of older drivers go.
 	if b.folder != "" {
-		if err := driver.PruneFolders(cfg.CDI.DriverRoot, b.folder); err != nil {
+		if err := driver.PruneFolders(b.folder); err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v\n", err)
 		}
 	}
@@ -259,6 +259,7 @@ func specFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 		&cli.BoolFlag{Name: "cuda-compat", EnvVars: envVar("cuda-compat"), Usage: "let the hook put an image's newer CUDA forward-compatibility libraries first, where every GPU of the host supports it (default: config [cdi] cuda-compat, true; --cuda-compat=false turns it off)"},
 		&cli.BoolFlag{Name: "driver-folder", EnvVars: envVar("driver-folder"), Usage: "mount the driver's files as one folder of hard links per capability, made under the driver root, the hook linking each file's usual path into it; where it cannot be made, each file is mounted (default: config [cdi] driver-folder, true)"},
+		&cli.StringFlag{Name: "driver-store", EnvVars: envVar("driver-store"), Usage: "where the driver folder is made when its hard links cannot be made under the driver root: copies, cloned where the file system can (default: config [cdi] driver-store, else /var/lib/gpuctk/driver under the driver root)"},
 		&cli.BoolFlag{Name: "disable-device-node-modification", EnvVars: envVar("disable-device-node-modification"), Usage: "have the hook give containers a driver params file saying ModifyDeviceFiles: 0, so the CUDA driver in a container creates no device nodes (default: config [cdi] disable-device-node-modification, true)"},
 	)
 }
@@ -274,8 +275,11 @@ type built struct {
 	kind  string
 	sum   cdi.Summary
 	files cdi.HostFiles
-	// folder is the driver folder the spec mounts, "" for none.
-	folder string
+	// folder is the driver folder the spec mounts, "" for none; whole
+	// the driver's own folders it mounts whole.
+	folder   string
+	whole    []string
+	oneByOne int
 }
 
 // buildSpec resolves the host and builds its spec in format, as generate
@@ -299,7 +303,7 @@ func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.P
 	if err != nil {
 		return nil, err
 	}
-	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder}, nil
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder, whole: files.Whole, oneByOne: files.OneByOne}, nil
 }
 
 // hostFiles says where cdi.Check finds the files a spec names: nowhere for
