@@ -27,6 +27,23 @@ func Build(set *offer.Set, f *driver.Files, cfg *config.Config, format string) (
 	return data, spec.Kind, sum, err
 }
 
+// FolderOptions are how driver.Gather makes the driver folder under the
+// configuration: in [cdi] driver-store where hard links under the driver
+// root cannot be made. gpuctk that sees the driver root elsewhere than the
+// host has it (in a container) never makes a store outside it: the spec
+// names the store as gpuctk sees it, which is the host's folder only when
+// mounted there (the device plugin's hostPath), never a folder of the
+// container's own.
+func FolderOptions(cfg *config.Config) []driver.FolderOption {
+	c := cfg.CDI
+	if c.DriverStore == "" {
+		return nil
+	}
+	_, under := driver.Root(c.DriverRoot).Rel(c.DriverStore)
+	elsewhere := c.HostDriverRoot != "" && filepath.Clean(c.HostDriverRoot) != filepath.Clean(c.DriverRoot)
+	return []driver.FolderOption{driver.WithStore(c.DriverStore, under || !elsewhere)}
+}
+
 // rebase rewrites the host side of the driver's mounts from where gpuctk
 // sees the driver root (from) to where the host has it (to): gpuctk in a
 // container with the host's / at /driver-root writes a spec for the

@@ -326,10 +326,14 @@ func driverVersion(e *specs.ContainerEdits) string {
 }
 
 // driverFolder returns the driver folder the edits mount (the host
-// folder holding the core sub-folder, see driver.Gather), "" for none.
+// folder holding the core sub-folder, see driver.Gather; or the driver's
+// own folder mounted whole in its place), "" for none.
 func driverFolder(e *specs.ContainerEdits) string {
 	for _, m := range e.Mounts {
 		if m.ContainerPath == path.Join(driver.FolderMounts, driver.CoreGroup) {
+			if filepath.Base(m.HostPath) != driver.CoreGroup {
+				return m.HostPath
+			}
 			return filepath.Dir(m.HostPath)
 		}
 	}

@@ -68,12 +68,24 @@ func Marshal(spec *specs.Spec, format string) ([]byte, error) {
 // folder if needed: readers see the old spec or the new, never a torn one.
 // Errors name the destination and say when root is needed.
 func WriteSpec(path string, data []byte) error {
-	err := os.MkdirAll(filepath.Dir(path), 0o755)
+	_, err := writeSpec(path, func() (string, error) { return "", atomicfile.WriteFile(path, data, 0o644) })
+	return err
+}
+
+// ReclaimSpec is WriteSpec for a writer whose path is its own (the device
+// plugin's): whatever else is there, a FIFO, a link, a folder, is replaced
+// (atomicfile.Reclaim), and named in was.
+func ReclaimSpec(path string, data []byte) (was string, err error) {
+	return writeSpec(path, func() (string, error) { return atomicfile.Reclaim(path, data, 0o644) })
+}
+
+func writeSpec(path string, write func() (string, error)) (string, error) {
+	was, err := "", os.MkdirAll(filepath.Dir(path), 0o755)
 	if err == nil {
-		err = atomicfile.WriteFile(path, data, 0o644)
+		was, err = write()
 	}
 	if err == nil {
-		return nil
+		return was, nil
 	}
 	// The temporary file's name means nothing to the user: name the
 	// destination and keep the system's reason.
@@ -82,9 +94,9 @@ func WriteSpec(path string, data []byte) error {
 		err = errno
 	}
 	if errors.Is(err, fs.ErrPermission) && os.Geteuid() != 0 {
-		return fmt.Errorf("write spec %s: %w: writing there needs root (run with sudo) or choose another --output", path, err)
+		return "", fmt.Errorf("write spec %s: %w: writing there needs root (run with sudo) or choose another --output", path, err)
 	}
-	return fmt.Errorf("write spec %s: %w", path, err)
+	return "", fmt.Errorf("write spec %s: %w", path, err)
 }
 
 // Listed is a device found in the spec dirs.

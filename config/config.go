@@ -115,6 +115,15 @@ type CDI struct {
 	// then mounts one folder, not two dozen files. Where the folder cannot
 	// be made, the files are mounted one by one as with false.
 	DriverFolder *bool `toml:"driver-folder"`
+	// DriverStore is where the driver folder is made when its hard links
+	// cannot be made under the driver root (the driver on another file
+	// system): copies, or clones where the file system shares blocks.
+	// Where gpuctk sees it; the spec names it as it is when it is not
+	// under the driver root, so gpuctk in a container needs the host's
+	// folder mounted at the same path. Empty means the folder of the hard
+	// links, /var/lib/gpuctk/driver under the driver root: a fake root's
+	// own in tests, the host's with the default root.
+	DriverStore string `toml:"driver-store"`
 }
 
 // Sharing is one [[sharing]] entry: devices offered as replicas.
@@ -272,6 +281,16 @@ func setDefault(s *string, v string) {
 	}
 }
 
+// IsHostState reports whether dir is one of the real host's own folders of
+// state by default, [mps] state-root's or [runtime] cache-dir's: a run on
+// a simulated host makes nothing there, where it would pass for the real
+// host's (mount points, daemons, cache entries).
+func IsHostState(dir string) bool {
+	d := Default()
+	dir = filepath.Clean(dir)
+	return dir == d.MPS.StateRoot || dir == d.Runtime.CacheDir
+}
+
 // maxFileSize bounds what Load reads: a config with every key and a
 // thousand [[sharing]] entries is under 1 MiB.
 const maxFileSize = 4 << 20
@@ -279,7 +298,19 @@ const maxFileSize = 4 << 20
 // Load reads the file at path. A missing file at the default path gives
 // the defaults; a missing file named explicitly is an error.
 func Load(path string, explicit bool) (*Config, error) {
-	data, err := readfile.Limited(path, maxFileSize)
+	return load(path, explicit, readfile.Limited)
+}
+
+// LoadWatched is Load for a daemon's configuration, which may be swapped
+// under it while it runs (the device plugin's): a FIFO, a device or a
+// folder there is refused at once instead of read, so that no read can
+// hang the daemon.
+func LoadWatched(path string, explicit bool) (*Config, error) {
+	return load(path, explicit, readfile.Regular)
+}
+
+func load(path string, explicit bool, read func(string, int64) ([]byte, error)) (*Config, error) {
+	data, err := read(path, maxFileSize)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return Default(), nil
 	}
@@ -405,7 +436,7 @@ func (c *CDI) validate() error {
 	}
 	// The spec names host paths under these roots, which runtimes resolve
 	// from their own working folder: a relative root is refused here.
-	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}} {
+	for _, r := range []struct{ key, path string }{{"driver-root", c.DriverRoot}, {"dev-root", c.DevRoot}, {"host-driver-root", c.HostDriverRoot}, {"driver-store", c.DriverStore}} {
 		if r.path != "" && !filepath.IsAbs(r.path) {
 			return fmt.Errorf(`%q %q is not an absolute path: give the folder's full path, such as /run/nvidia/driver`, r.key, r.path)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseValid(t *testing.T) {
@@ -155,5 +156,35 @@ func TestSize(t *testing.T) {
 	}
 	if b, _ := Size(20 << 30).MarshalText(); string(b) != "20GiB" {
 		t.Errorf("MarshalText = %s", b)
+	}
+}
+
+// TestLoadWatched: a daemon's config swapped for a FIFO (no writer) or a
+// device is refused at once, in one line; a regular file reads as Load's.
+func TestLoadWatched(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "config.toml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for p, want := range map[string]string{
+		fifo:        "config " + fifo + ": read " + fifo + ": a FIFO, not a regular file",
+		"/dev/zero": "config /dev/zero: read /dev/zero: a character device, not a regular file",
+	} {
+		if _, err := LoadWatched(p, false); err == nil || err.Error() != want {
+			t.Errorf("LoadWatched(%s): err = %v, want %q", p, err, want)
+		}
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %v", d)
+	}
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("[cdi]\nvendor = \"example.com\"\n"), 0o644)
+	if c, err := LoadWatched(good, true); err != nil || c.CDI.Vendor != "example.com" || c.Path != good {
+		t.Errorf("LoadWatched(good) = %+v, %v", c, err)
+	}
+	if c, err := LoadWatched(filepath.Join(dir, "none"), false); err != nil || c.CDI.Vendor != "nvidia.com" {
+		t.Errorf("missing default: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ var overrides = map[string]func(c *Config, v string){
 	"vendor":              func(c *Config, v string) { c.CDI.Vendor = v },
 	"class":               func(c *Config, v string) { c.CDI.Class = v },
 	"spec-dir":            func(c *Config, v string) { c.CDI.SpecDirs = strings.Split(v, ",") },
+	"driver-store":        func(c *Config, v string) { c.CDI.DriverStore = absolute(v) },
 	// nvidia-ctk's name for the flag.
 	"device-name-strategy": func(c *Config, v string) { c.CDI.DeviceNames = strings.Split(v, ",") },
 	"state-root":           func(c *Config, v string) { c.MPS.StateRoot = v },

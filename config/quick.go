@@ -128,6 +128,8 @@ func (d *CDI) setQuick(key string, v *unstable.Node) bool {
 		return quickBoolPtr(v, &d.DisableDeviceNodeModification)
 	case "driver-folder":
 		return quickBoolPtr(v, &d.DriverFolder)
+	case "driver-store":
+		return quickString(v, &d.DriverStore)
 	}
 	return false
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuctk/gpuctk/capability"
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/quote"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/offer"
 )
@@ -28,7 +29,9 @@ func allocate(r *offer.Resource, kind string, strategies []string, caps []string
 		ids := creq.DevicesIds
 		for _, id := range ids {
 			if !known[id] {
-				return nil, fmt.Errorf("resource %s: device %q is not advertised by this plugin: the kubelet's checkpoint is stale, restart the pod", r.Name, id)
+				// The kubelet passes on what it was given: cut, the ID
+				// cannot make a log line or an error of megabytes.
+				return nil, fmt.Errorf("resource %s: device %s is not advertised by this plugin: the kubelet's checkpoint is stale, restart the pod", r.Name, quote.Quoted(id, quote.Bytes))
 			}
 		}
 		if r.FailRequestsGreaterThanOne && len(ids) > 1 {

@@ -130,6 +130,35 @@ type Plugin struct {
 	watchCheck *time.Timer
 	watchAt    time.Time
 	watchGrace time.Duration // see the constant
+
+	// Reloads run off the loop (reading the config and the host, writing
+	// the spec, filling the runtime's cache), so that a slow or hung one
+	// never keeps the loop from answering a restarted kubelet. One runs
+	// at a time: reloading says one is under way, again is the reason of
+	// one asked for meanwhile, and prepared hears of the one that ended.
+	reloading bool
+	again     *reloadWhy
+	prepared  chan reloaded
+	// specBad says the spec on disk is not the state's (unreadable, or
+	// not written): its devices are sent Unhealthy until it is again.
+	specBad bool
+}
+
+// reloadWhy is why a reload runs: done is logged when it worked; a reload
+// after the spec changed that fails is tried again later (see checkSpec).
+type reloadWhy struct {
+	done string
+	spec bool
+	// keep prepares the state again instead of loading a new one: its
+	// spec is written back.
+	keep bool
+}
+
+// reloaded is the end of a reload: its new state, or why there is none.
+type reloaded struct {
+	st  *State
+	err error
+	why reloadWhy
 }
 
 const (
@@ -203,6 +232,8 @@ func New(load Loader, opts ...Option) *Plugin {
 		health: 10 * time.Second, recovery: 10 * time.Minute, log: slog.Default(), servers: map[string]*server{},
 		pending: map[string]bool{}, settle: settle,
 		lost: make(chan struct{}, 1), watchGrace: watchGrace,
+		// Buffered: a reload ending after Run returned does not wait.
+		prepared: make(chan reloaded, 1),
 	}
 	for _, o := range opts {
 		o(p)
@@ -267,8 +298,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if err := w.Add(p.cdiDir); err != nil {
 		p.log.Warn("CDI dir not watched: a spec another writer changes (gpuctk mig apply, a driver upgrade's refresh) is not seen until a config change or a restart", "dir", p.cdiDir, "err", err)
 	}
-	p.specCheck = time.NewTimer(0)
-	p.specCheck.Stop()
+	// Armed: a change to the spec between its write and the watch is
+	// seen all the same.
+	p.specCheck = time.NewTimer(p.settle)
 	defer p.specCheck.Stop()
 	// A config written in place (truncated, then written in pieces) is
 	// read once its writes have settled: a file read half-written could
@@ -320,7 +352,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 				p.specCheck.Reset(p.settle)
 			}
 		case <-configCheck.C:
-			p.reload(ctx, "config reloaded")
+			p.reload(reloadWhy{done: "config reloaded"})
+		case r := <-p.prepared:
+			p.reloadDone(ctx, r)
 			p.scheduleRetry()
 		case <-p.specCheck.C:
 			p.checkSpec(ctx, time.Now())
@@ -366,20 +400,59 @@ func (p *Plugin) configChanged(ev fsnotify.Event) bool {
 	return false
 }
 
-// reload builds a new state and swaps it in whole, or keeps the old one;
-// done is what is logged when it worked. It says whether it did.
-func (p *Plugin) reload(ctx context.Context, done string) bool {
-	st, err := p.load()
-	if err != nil {
-		p.log.Error("reload failed: keeping the last good state", "err", err)
-		return false
+// reload builds a new state off the loop (see reloadDone), or, while one
+// is under way, once it has ended.
+func (p *Plugin) reload(why reloadWhy) {
+	if p.reloading {
+		// One reload after it does for all asked meanwhile; one that
+		// loads anew (and writes its spec) does for a spec written back.
+		switch {
+		case p.again == nil || p.again.keep:
+			p.again = &why
+		case why.spec:
+			p.again.spec = true
+		}
+		return
 	}
-	if err := p.apply(ctx, st); err != nil {
-		p.log.Error("reload", "err", err)
-		return false
+	p.reloading = true
+	kept := p.state
+	go func() {
+		st, err := kept, error(nil)
+		if !why.keep {
+			st, err = p.load()
+		}
+		if err == nil {
+			err = p.prepare(st)
+		}
+		p.prepared <- reloaded{st: st, err: err, why: why}
+	}()
+}
+
+// reloadDone swaps in the state a reload built, whole, or keeps the old
+// one and says why; then it starts the reload asked for meanwhile.
+func (p *Plugin) reloadDone(ctx context.Context, r reloaded) {
+	p.reloading = false
+	switch {
+	case r.err != nil:
+		p.log.Error("reload failed: keeping the last good state", "err", r.err)
+		if r.why.spec && p.specBad && !r.why.keep && p.again == nil {
+			// The spec is gone and no new one came: the last good
+			// state's is written back, which its devices need.
+			p.again = &reloadWhy{done: "the CDI spec of the last good state was written back", spec: true, keep: true}
+		} else if r.why.spec {
+			p.specCheck.Reset(p.specWait)
+		}
+	default:
+		if err := p.install(ctx, r.st); err != nil {
+			p.log.Error("reload", "err", err)
+		} else {
+			p.log.Info(r.why.done, "resources", len(r.st.Resources))
+		}
 	}
-	p.log.Info(done, "resources", len(st.Resources))
-	return true
+	if why := p.again; why != nil {
+		p.again = nil
+		p.reload(*why)
+	}
 }
 
 // specPath is the spec the plugin writes and hands out names from.
@@ -396,9 +469,27 @@ func (p *Plugin) specPath() string {
 // fails is tried again later; so is one that comes too soon after the
 // last (see specWait).
 func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
+	if p.reloading {
+		// The reload writes the spec: look again once it is done.
+		p.specCheck.Reset(p.settle)
+		return
+	}
 	path := p.specPath()
 	data, err := cdi.ReadSpecFile(path)
 	if err == nil && bytes.Equal(data, p.state.Spec) {
+		p.setSpecBad(false)
+		return
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		// No spec resolves the names until the reload below writes one.
+		p.setSpecBad(true)
+	} else if err != nil {
+		// A FIFO, a link, a folder where the spec was: no writer's spec,
+		// so the plugin's own is written back in its place, at once. The
+		// names it hands out resolve to nothing meanwhile: Unhealthy.
+		p.log.Warn("the CDI spec cannot be read: taking its path back; its devices are Unhealthy until then", "spec", path, "err", err)
+		p.setSpecBad(true)
+		p.reload(reloadWhy{done: "the CDI spec was written back", spec: true, keep: true})
 		return
 	}
 	if next := p.specLast.Add(p.specWait); now.Before(next) {
@@ -422,8 +513,15 @@ func (p *Plugin) checkSpec(ctx context.Context, now time.Time) {
 		why = "removed"
 	}
 	p.log.Info("the CDI spec was "+why+": reading the host again", "spec", path)
-	if !p.reload(ctx, "reloaded after the spec changed") {
-		p.specCheck.Reset(p.specWait)
+	p.reload(reloadWhy{done: "reloaded after the spec changed", spec: true})
+}
+
+// setSpecBad records whether the spec on disk backs the state's devices,
+// and sends their health when that changed.
+func (p *Plugin) setSpecBad(bad bool) {
+	if p.specBad != bad {
+		p.specBad = bad
+		p.checkHealth()
 	}
 }
 
@@ -446,8 +544,19 @@ func (st *State) CheckSockets(kubeletDir string) error {
 	return errors.Join(errs...)
 }
 
-// apply writes st's spec, then serves and registers its resources.
+// apply prepares st and installs it: at start, on the loop.
 func (p *Plugin) apply(ctx context.Context, st *State) error {
+	if err := p.prepare(st); err != nil {
+		return err
+	}
+	return p.install(ctx, st)
+}
+
+// prepare writes st's spec and fills gpuctk-runtime's cache for it: the
+// part of a reload that reads and writes files, run off the loop. The
+// spec's path is the plugin's own: a FIFO, a link or a folder that
+// appeared there is replaced, never followed.
+func (p *Plugin) prepare(st *State) error {
 	if err := st.CheckSockets(p.kubeletDir); err != nil {
 		return err
 	}
@@ -456,8 +565,12 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 	// by `gpuctk mig apply` with the same configuration) is kept: a new
 	// file would only make every reader of the spec dirs read it again.
 	if old, err := cdi.ReadSpecFile(spec); err != nil || !bytes.Equal(old, st.Spec) {
-		if err := cdi.WriteSpec(spec, st.Spec); err != nil {
+		was, err := cdi.ReclaimSpec(spec, st.Spec)
+		if err != nil {
 			return fmt.Errorf("CDI spec %s: %w", spec, err)
+		}
+		if was != "" {
+			p.log.Warn("the CDI spec's path held "+was+": replaced by the spec", "spec", spec)
 		}
 	}
 	if st.Runtime != nil {
@@ -467,7 +580,14 @@ func (p *Plugin) apply(ctx context.Context, st *State) error {
 			p.log.Warn("gpuctk-runtime's device cache not filled for the new spec", "err", err)
 		}
 	}
+	return nil
+}
+
+// install makes st, prepared, the state, and serves and registers its
+// resources.
+func (p *Plugin) install(ctx context.Context, st *State) error {
 	p.state = st
+	p.specBad = false
 	for _, n := range st.Notes {
 		p.log.Warn(n)
 	}
@@ -645,6 +765,15 @@ func (p *Plugin) checkHealth() {
 // recovery time ago; under simulation every device is healthy.
 func (p *Plugin) unhealthy(st *State) map[string]bool {
 	out := map[string]bool{}
+	if p.specBad {
+		// No readable spec backs the names: every device, simulated too.
+		for _, r := range st.Resources {
+			for _, d := range r.Devices {
+				out[d.Name()] = true
+			}
+		}
+		return out
+	}
 	if st.Simulated {
 		return out
 	}

@@ -123,7 +123,7 @@ func loader(profile, path string) Loader { return loaderOf(profile, path, true) 
 // as for the plugin's default --config.
 func loaderOf(profile, path string, explicit bool) Loader {
 	return func() (*State, error) {
-		cfg, err := config.Load(path, explicit)
+		cfg, err := config.LoadWatched(path, explicit)
 		if err != nil {
 			return nil, err
 		}
@@ -601,17 +601,7 @@ func TestHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	health := func() string {
-		r, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, d := range r.Devices {
-			out = append(out, d.ID+"="+d.Health)
-		}
-		return strings.Join(out, " ")
-	}
+	health := func() string { return healths(t, stream) }
 	if got := health(); got != "0=Healthy 1=Healthy 2=Healthy 3=Healthy" {
 		t.Fatalf("at start: %s", got)
 	}
@@ -1178,75 +1168,51 @@ func TestPlugin_ConfigWrittenInPlace(t *testing.T) {
 	}
 }
 
-// TestPlugin_ServerStartRetried: a resource a reload adds whose socket
-// cannot be made at first (something else in its place) is served and
-// registered once it can, without another reload.
-func TestPlugin_ServerStartRetried(t *testing.T) {
+// TestPlugin_SocketPathTakenBack: a folder (holding a link out of it) in
+// the way of the socket of a resource a reload adds, and a FIFO in the way
+// of one's at start, are replaced by the plugin's sockets in one step: the
+// resources are served and registered, nothing is followed.
+func TestPlugin_SocketPathTakenBack(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "keep"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	k := startKubelet(t, dir)
-	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
+	if err := syscall.Mkfifo(filepath.Join(dir, socketName("nvidia.com/gpu.shared")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(logs.logger()))
 	runPlugin(t, p, dir, "nvidia.com/gpu.shared")
 	waitFor(t, "2 registrations", func() bool { return len(k.registered()) == 2 })
 	blocker := filepath.Join(dir, socketName("nvidia.com/gpu-small"))
 	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeAtomic(t, cfgPath, sharedL40S+"resource = \"nvidia.com/gpu-small\"\n")
-	time.Sleep(500 * time.Millisecond)
-	if err := os.RemoveAll(blocker); err != nil {
+	if err := os.Symlink(outside, filepath.Join(blocker, "out")); err != nil {
 		t.Fatal(err)
 	}
+	writeAtomic(t, cfgPath, sharedL40S+"resource = \"nvidia.com/gpu-small\"\n")
 	waitFor(t, "nvidia.com/gpu-small to be registered", func() bool {
 		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu-small ")
 	})
-}
-
-// TestPlugin_ServerStartRetriedAtStart: a resource whose socket cannot be
-// made when the plugin starts (something else in its place) is tried again
-// as one a reload adds is: the plugin keeps serving its other resources and
-// serves that one once it can, instead of exiting and taking every resource
-// of the node down with it.
-func TestPlugin_ServerStartRetriedAtStart(t *testing.T) {
-	dir := t.TempDir()
-	cfgPath := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(cfgPath, []byte(sharedL40S), 0o644); err != nil {
-		t.Fatal(err)
+	waitServing(t, blocker)
+	if _, err := os.Stat(filepath.Join(outside, "keep")); err != nil {
+		t.Errorf("a file the folder's link led to: %v", err)
 	}
-	k := startKubelet(t, dir)
-	blocker := filepath.Join(dir, socketName("nvidia.com/gpu.shared"))
-	if err := os.MkdirAll(filepath.Join(blocker, "in-the-way"), 0o755); err != nil {
-		t.Fatal(err)
+	if m, _ := filepath.Glob(filepath.Join(dir, ".gpuctk-*")); len(m) != 0 {
+		t.Errorf("left in the kubelet dir: %v", m)
 	}
-	p := New(loader("l40s", cfgPath), WithKubeletDir(dir), WithCDIDir(t.TempDir()), WithConfigPath(cfgPath), WithLogger(quiet))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
+	for _, want := range []string{"socket path held a FIFO", "socket path held a folder"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no log line with %q:\n%s", want, logs.String())
 		}
-	}()
-	waitFor(t, "nvidia.com/gpu to be registered", func() bool {
-		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu ")
-	})
-	select {
-	case err := <-done:
-		done <- nil
-		t.Fatalf("Run ended with one resource's socket blocked: %v", err)
-	case <-time.After(300 * time.Millisecond):
 	}
-	// Emptied, the folder in the way is removed by the plugin's next try.
-	if err := os.Remove(filepath.Join(blocker, "in-the-way")); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "nvidia.com/gpu.shared to be registered", func() bool {
-		return strings.Contains(strings.Join(k.registered(), "\n"), "nvidia.com/gpu.shared ")
-	})
 }
 
 // TestPlugin_KubeletDroppedWatch: the kubelet dials a plugin once, when it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pb "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/offer"
 )
 
@@ -61,14 +63,26 @@ func newServer(dir string, st *State, r *offer.Resource, log *slog.Logger, lost 
 	}
 }
 
-// start serves the socket; a stale socket of an earlier run is replaced.
+// start serves the socket. It is bound at a temporary name and moved
+// into place: a stale socket of an earlier run, or a FIFO, a link or a
+// folder that appeared there, is replaced in one step, never followed.
 func (s *server) start() error {
-	if err := os.Remove(s.socket); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("device plugin socket %s: %w", s.socket, err)
-	}
-	l, err := net.Listen("unix", s.socket)
+	tmp := filepath.Join(filepath.Dir(s.socket), fmt.Sprintf(".gpuctk-%08x", rand.Uint32()))
+	l, err := net.Listen("unix", tmp)
 	if err != nil {
 		return fmt.Errorf("device plugin socket: %w", err)
+	}
+	// The socket's file stays where it was moved to: the listener's
+	// close must not remove tmp's name, which another may hold by then.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	was, err := atomicfile.Place(tmp, s.socket)
+	if err != nil {
+		l.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("device plugin socket %s: %w", s.socket, err)
+	}
+	if was != "" && was != "a socket" {
+		s.log.Warn("the plugin's socket path held "+was+": replaced by the socket", "socket", s.socket)
 	}
 	s.grpc = grpc.NewServer()
 	pb.RegisterDevicePluginServer(s.grpc, s)

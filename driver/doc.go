@@ -11,7 +11,9 @@
 //
 // Discovery produces CDI types directly: device nodes as specs.DeviceNode
 // and files as specs.Mount, ready for a spec's container edits. Gather
-// then moves the regular files into the driver folder, hard links under
-// the driver root that the spec mounts once per capability, the hook
-// linking each file's usual path to it (Files.Linked).
+// then moves the regular files into folder mounts, once per capability,
+// the hook linking each file's usual path into them (Files.Linked): the
+// driver folder of hard links under the driver root; with the driver on
+// another file system, its own folders mounted whole where they hold
+// nothing else, and a folder of copies in a store for the rest.
 package driver

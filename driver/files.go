@@ -40,6 +40,12 @@ type Files struct {
 	// Linked are the files Gather moved into folder mounts: the hook
 	// links each one's usual path into its folder.
 	Linked []LinkedFile
+	// Whole are the host folders Gather mounts whole: the driver's own
+	// folders that hold nothing else (a prefix such as /usr/local/nvidia).
+	Whole []string
+	// OneByOne counts the regular files of the driver Gather left in a
+	// mount each (no folder could take them).
+	OneByOne int
 	// Warnings say which files were found but left out, and why (a vendor
 	// JSON file that does not parse, or names a library the driver lacks).
 	Warnings []string

@@ -96,31 +96,182 @@ type gathered struct {
 	base        string // the group of the mounts it came from
 	m           *specs.Mount
 	st          unix.Stat_t
+	// Where Gather puts it: in a host folder mounted whole (dir), in a
+	// store folder (dir ""), or in a mount of its own (perFile).
+	dir     string
+	perFile bool
+	// ref makes it, in a store folder, a link to the file where the
+	// common edits mount its folder (relative to its group's mount).
+	ref string
 }
 
-// Gather moves the regular files of f's mounts into folder mounts: when
-// the folder for these files exists under driverRoot (made by an earlier
-// Gather with create set, and holding the same inodes), or when create is
-// set and it can be made. It returns the folder's path, "" when the files
-// stay mounted one by one, and why they stay so when create was set (an
-// error the caller reports, not a failure: the spec is right either way).
-// Sockets, links and files outside the driver root stay file mounts.
-func (f *Files) Gather(driverRoot string, create bool) (string, error) {
+// options are the mount options of the folder g is in: executable for
+// the libraries and programs, noexec for a group of files mounted so.
+func (g *gathered) options() []string {
+	if g.group != g.base {
+		return dataFolderMountOptions
+	}
+	return folderMountOptions
+}
+
+// folderKey names the host folder mount g is in, when in one mounted
+// whole: the folder and its options.
+func (g *gathered) folderKey() string {
+	return g.dir + "\x00" + strings.Join(g.options(), ",")
+}
+
+// Gather moves the regular files of f's mounts into folder mounts, the
+// hook linking each file's usual path into them (f.Linked), and returns
+// the driver folder the spec mounts ("" for none) and, when create was
+// set, why some files stay mounted one by one (an error the caller
+// reports, not a failure: the spec is right either way). Sockets, links
+// and files outside the driver root always stay file mounts. In order:
+//
+//   - the driver folder of hard links under the driver root
+//     (FolderStore), when it is there or, with create set, can be made:
+//     every file on the folder's file system;
+//   - else, group by group: a host folder that holds only the driver's
+//     files mounted whole (see ownFolders), when one such mount gives the
+//     group, or none beyond the common edits' for a capability's;
+//   - the other groups in a store folder (WithStore, else FolderStore
+//     under the driver root) of hard links where they can be made, and
+//     clones or copies otherwise, when it is there or, with create set,
+//     can be made;
+//   - where that store folder is missing, the driver's own folders that
+//     can be mounted whole, each a mount, and the rest a mount per file.
+//
+// check and info (create unset) thus find what generate made, without
+// writing anything.
+func (f *Files) Gather(driverRoot string, create bool, opts ...FolderOption) (string, error) {
+	var g gatherer
+	for _, o := range opts {
+		o(&g)
+	}
 	files := f.gatherable(driverRoot)
 	if len(files) == 0 {
 		return "", nil
 	}
-	dir := filepath.Join(driverRoot, FolderStore, folderName(f.Version, files))
-	if !holds(dir, files) {
-		if !create {
-			return "", nil
-		}
-		if err := makeFolder(dir, files); err != nil {
-			return "", err
+	linkStore := filepath.Join(driverRoot, FolderStore)
+	dir := filepath.Join(linkStore, folderName(f.Version, files))
+	if holds(dir, files) {
+		f.useFolder(dir, files)
+		return dir, nil
+	}
+	var why error
+	if create {
+		if why = g.makeFolder(dir, files, false); why == nil {
+			f.useFolder(dir, files)
+			return dir, nil
 		}
 	}
-	f.useFolder(dir, files)
-	return dir, nil
+
+	// Group by group: in place, else into a store folder.
+	own := &ownFolders{version: f.Version, root: Root(driverRoot)}
+	at := inPlace(f.Version, files)
+	common := map[string]string{} // mount point of each folder the common edits mount whole
+	var stored []gathered
+	for _, group := range groupsOf(files) {
+		var members []int
+		for i := range files {
+			if files[i].group == group {
+				members = append(members, i)
+			}
+		}
+		keys := map[string]bool{}
+		for _, i := range members {
+			files[i].dir = own.mountable(files[i].m.HostPath, at[group] != "")
+			if files[i].dir == "" {
+				keys = nil
+				break
+			}
+			keys[files[i].folderKey()] = true
+		}
+		point := at[group]
+		if point == "" {
+			point = path.Join(FolderMounts, group)
+		}
+		base := files[members[0]].base
+		if base == CoreGroup {
+			// The common edits: one mount more at most.
+			var fresh []string
+			for k := range keys {
+				if _, ok := common[k]; !ok {
+					fresh = append(fresh, k)
+				}
+			}
+			if keys != nil && len(fresh) <= 1 {
+				for _, k := range fresh {
+					common[k] = point
+				}
+				continue
+			}
+		} else if len(keys) == 1 {
+			continue // a capability's one mount, of its own
+		}
+		// Into the store. A capability's file in a folder the common
+		// edits mount whole is a link there: the capability still needs
+		// a mount of its own, for its device (which CDI refuses without
+		// edits) and for the hook, which links its files only in a
+		// container that has their folder.
+		for _, i := range members {
+			if p, ok := common[files[i].folderKey()]; ok && files[i].dir != "" && base != CoreGroup {
+				rel, _ := filepath.Rel(files[i].dir, files[i].m.HostPath)
+				files[i].ref, _ = filepath.Rel(point, path.Join(p, filepath.ToSlash(rel)))
+			}
+			files[i].dir = ""
+			stored = append(stored, files[i])
+		}
+	}
+	if len(stored) > 0 {
+		store := g.store
+		if store == "" {
+			store = linkStore
+		}
+		sdir := filepath.Join(store, folderName(f.Version, stored))
+		switch {
+		case holds(sdir, stored):
+			why = nil
+		case !create:
+			sdir = ""
+		case g.store != "" && !g.makeStore && !exists(g.store):
+			why, sdir = fmt.Errorf("driver folder: the store %s does not exist (in a container, mount the host's folder there)", g.store), ""
+		default:
+			if why = g.makeFolder(sdir, stored, true); why != nil {
+				sdir = ""
+			}
+		}
+		if sdir != "" {
+			f.useFolder(sdir, files)
+			return sdir, nil
+		}
+		// No store folder: the files of the stored groups each go in
+		// the driver's own folder that can be mounted whole, if any.
+		for i := range files {
+			if files[i].dir == "" {
+				files[i].ref = ""
+				files[i].dir = own.mountable(files[i].m.HostPath, at[files[i].group] != "")
+				if files[i].dir == "" {
+					files[i].perFile = true
+				}
+			}
+		}
+	}
+	f.useFolder("", files)
+	if !create || !slices.ContainsFunc(files, func(g gathered) bool { return g.perFile }) {
+		return "", nil
+	}
+	return "", why
+}
+
+// groupsOf returns the groups of files, in the order first found.
+func groupsOf(files []gathered) []string {
+	var out []string
+	for _, g := range files {
+		if !slices.Contains(out, g.group) {
+			out = append(out, g.group)
+		}
+	}
+	return out
 }
 
 // gatherable returns the files of f's mounts that Gather can link: regular
@@ -167,6 +318,9 @@ func folderName(version string, files []gathered) string {
 	var b [8]byte
 	for _, g := range files {
 		h.Write([]byte(g.group + "\x00" + g.name + "\x00" + g.m.ContainerPath + "\x00"))
+		if g.ref != "" {
+			h.Write([]byte("->" + g.ref + "\x00"))
+		}
 		for _, v := range []uint64{g.st.Dev, g.st.Ino, uint64(g.st.Size), uint64(g.st.Mtim.Nano())} {
 			binary.LittleEndian.PutUint64(b[:], v)
 			h.Write(b[:])
@@ -178,21 +332,36 @@ func folderName(version string, files []gathered) string {
 	return version + "-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// holds reports whether dir holds every file, as the same inode, in its
-// group's sub-folder.
+// holds reports whether dir holds every file in its group's sub-folder:
+// as the same inode, or as a copy (a regular file of its size and
+// modification time; the folder's name hashes the file's identity, and
+// makeFolder renames a folder into place only once every copy is on the
+// disk).
 func holds(dir string, files []gathered) bool {
 	for _, g := range files {
 		var st unix.Stat_t
-		if unix.Lstat(filepath.Join(dir, g.group, g.name), &st) != nil || st.Dev != g.st.Dev || st.Ino != g.st.Ino {
+		if unix.Lstat(filepath.Join(dir, g.group, g.name), &st) != nil {
+			return false
+		}
+		if g.ref != "" {
+			if to, err := os.Readlink(filepath.Join(dir, g.group, g.name)); err != nil || to != g.ref {
+				return false
+			}
+			continue
+		}
+		same := st.Dev == g.st.Dev && st.Ino == g.st.Ino
+		copied := st.Mode&unix.S_IFMT == unix.S_IFREG && st.Size == g.st.Size && st.Mtim == g.st.Mtim
+		if !same && !copied {
 			return false
 		}
 	}
 	return true
 }
 
-// makeFolder makes dir with a hard link of each file, whole or not at
-// all: built under a temporary name beside it and renamed into place.
-func makeFolder(dir string, files []gathered) error {
+// makeFolder makes dir with a hard link of each file (with copies set, a
+// clone or a copy where no link can be made), whole or not at all: built
+// under a temporary name beside it and renamed into place.
+func (g *gatherer) makeFolder(dir string, files []gathered, copies bool) error {
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("driver folder: %w", err)
@@ -205,17 +374,8 @@ func makeFolder(dir string, files []gathered) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fmt.Errorf("driver folder: %w", err)
 	}
-	for _, g := range files {
-		dst := filepath.Join(tmp, g.group, g.name)
-		if _, err := os.Lstat(filepath.Dir(dst)); errors.Is(err, fs.ErrNotExist) {
-			if err := os.Mkdir(filepath.Dir(dst), 0o755); err != nil {
-				return fmt.Errorf("driver folder: %w", err)
-			}
-			copyLabel(filepath.Dir(g.m.HostPath), filepath.Dir(dst))
-		}
-		if err := unix.Linkat(unix.AT_FDCWD, g.m.HostPath, unix.AT_FDCWD, dst, 0); err != nil {
-			return fmt.Errorf("driver folder: hard link of %s into %s: %w", g.m.HostPath, parent, err)
-		}
+	if err := g.fill(tmp, files, copies); err != nil {
+		return err
 	}
 	// Another generate may have made it meanwhile: it stays, as a spec
 	// may name it already and containers have it mounted (removing it
@@ -269,39 +429,57 @@ const selinuxXattr = "security.selinux"
 // tmpPrefix starts the names of folders makeFolder is building.
 const tmpPrefix = ".tmp-"
 
-// useFolder replaces the mounts of files with one mount of each group's
-// sub-folder of dir, and lists the files as f.Linked for the hook.
-func (f *Files) useFolder(dir string, files []gathered) {
-	moved := map[*specs.Mount]bool{}
-	var groups []string // of each base, in the order found
-	byBase := map[string][]string{}
+// useFolder replaces the mounts of files with one mount of each folder
+// they are in: a host folder mounted whole (g.dir), else their group's
+// sub-folder of store, mounted under FolderMounts or where inPlace says;
+// files left perFile keep their mount. The common edits' folders serve
+// the capabilities too. It lists the files as f.Linked for the hook, and
+// the host folders mounted whole as f.Whole.
+func (f *Files) useFolder(store string, files []gathered) {
 	at := inPlace(f.Version, files)
-	for _, g := range files {
-		moved[g.m] = true
-		if !slices.Contains(groups, g.group) {
-			groups = append(groups, g.group)
-			byBase[g.base] = append(byBase[g.base], g.group)
+	moved := map[*specs.Mount]bool{}
+	added := map[string][]*specs.Mount{} // by base: the folder mounts
+	points := map[string]string{}        // mount point by folder key: the common edits', then base+key
+	numbered := map[string]int{}         // mount points of each group under FolderMounts
+	for i := range files {
+		g := &files[i]
+		if g.perFile {
+			f.OneByOne++
+			continue
 		}
-		if at[g.group] == "" {
-			f.Linked = append(f.Linked, LinkedFile{Target: path.Join(FolderMounts, g.group, g.name), Path: path.Clean(g.m.ContainerPath)})
+		moved[g.m] = true
+		host, rel := filepath.Join(store, g.group), g.name
+		if g.dir != "" {
+			host = g.dir
+			rel, _ = filepath.Rel(g.dir, g.m.HostPath)
+		}
+		// A capability's folders are its own (see Gather).
+		key := host + "\x00" + strings.Join(g.options(), ",")
+		if g.base != CoreGroup {
+			key = g.base + "\x00" + key
+		}
+		point, ok := points[key]
+		if !ok {
+			point = at[g.group]
+			if point == "" {
+				point = path.Join(FolderMounts, g.group)
+				if n := numbered[g.group]; n > 0 {
+					point = fmt.Sprintf("%s-%d", point, n+1)
+				}
+				numbered[g.group]++
+			}
+			points[key] = point
+			added[g.base] = append(added[g.base], &specs.Mount{HostPath: host, ContainerPath: point, Options: g.options()})
+			if g.dir != "" && !slices.Contains(f.Whole, host) {
+				f.Whole = append(f.Whole, host)
+			}
+		}
+		if target := path.Join(point, filepath.ToSlash(rel)); target != path.Clean(g.m.ContainerPath) {
+			f.Linked = append(f.Linked, LinkedFile{Target: target, Path: path.Clean(g.m.ContainerPath)})
 		}
 	}
 	rest := func(base string, mounts []*specs.Mount) []*specs.Mount {
-		if len(byBase[base]) == 0 {
-			return mounts
-		}
-		var out []*specs.Mount
-		for _, g := range byBase[base] {
-			opts := folderMountOptions
-			if g != base {
-				opts = dataFolderMountOptions
-			}
-			where := at[g]
-			if where == "" {
-				where = path.Join(FolderMounts, g)
-			}
-			out = append(out, &specs.Mount{HostPath: filepath.Join(dir, g), ContainerPath: where, Options: opts})
-		}
+		out := added[base]
 		for _, m := range mounts {
 			if !moved[m] {
 				out = append(out, m)
@@ -344,15 +522,15 @@ func inPlace(version string, files []gathered) map[string]string {
 	return at
 }
 
-// PruneFolders removes the folders under driverRoot's FolderStore of
-// other driver versions than keep's (a folder's name starts with its
+// PruneFolders removes the folders beside keep (in the store Gather made
+// it in) of other driver versions than keep's (a folder's name starts with its
 // version), and folders left half-built an hour ago or more. A driver
 // upgrade reloads the kernel module, which no container can be using:
 // the old version's folder serves nobody, and its links keep the old
 // files' space. Folders of keep's version stay (containers may have one
 // mounted).
-func PruneFolders(driverRoot, keep string) error {
-	store := filepath.Join(driverRoot, FolderStore)
+func PruneFolders(keep string) error {
+	store := filepath.Dir(keep)
 	entries, err := os.ReadDir(store)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil

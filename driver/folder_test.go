@@ -25,11 +25,15 @@ func folderRoot(t *testing.T) string {
 		"/usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06",
 		"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.65.06",
 		"/usr/bin/nvidia-smi",
+		"/usr/bin/sh", // not the driver's: /usr/bin is never mounted whole
 		"/lib/firmware/nvidia/580.65.06/gsp_ga10x.bin",
 		"/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.580.65.06",
 		"/usr/lib/x86_64-linux-gnu/libreal.so.1",
 		"/usr/share/vulkan/icd.d/nvidia_icd.json",
 		"/usr/share/vulkansc/icd.d/nvidia_icd.json",
+		// Mesa's, beside the driver's
+		"/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+		"/usr/share/vulkansc/icd.d/lvp_icd.x86_64.json",
 	} {
 		write(t, filepath.Join(root, p), p)
 	}
@@ -95,11 +99,16 @@ func TestGather(t *testing.T) {
 	root := folderRoot(t)
 	lib := "/usr/lib/x86_64-linux-gnu/"
 
-	// check and info never make the folder.
+	// check and info never make the folder: the files stay mounted one
+	// by one, but for the firmware's folder, which holds nothing else
+	// and is mounted whole where the host has it.
 	f := folderFiles(root)
 	dir, err := f.Gather(root, false)
 	if dir != "" || err != nil || len(f.Linked) != 0 || len(f.Mounts) != 6 {
 		t.Fatalf("Gather without create and without a folder = %q, %v, %d links, %d mounts; want nothing done", dir, err, len(f.Linked), len(f.Mounts))
+	}
+	if m := f.Mounts[0]; m.HostPath != filepath.Join(root, "/lib/firmware/nvidia/580.65.06") || m.ContainerPath != "/lib/firmware/nvidia/580.65.06" || strings.Join(m.Options, ",") != "ro,nosuid,nodev,noexec,bind" {
+		t.Errorf("firmware mount without a folder = %+v, want its host folder mounted whole", m)
 	}
 	if _, err := os.Stat(filepath.Join(root, FolderStore)); !os.IsNotExist(err) {
 		t.Fatalf("Gather without create made %s: %v", FolderStore, err)
@@ -179,7 +188,7 @@ func TestGather(t *testing.T) {
 	// keeps the first's: a container may have it mounted.
 	var before, after unix.Stat_t
 	unix.Stat(dir, &before)
-	if err := makeFolder(dir, folderFiles(root).gatherable(root)); err != nil {
+	if err := (&gatherer{}).makeFolder(dir, folderFiles(root).gatherable(root), false); err != nil {
 		t.Fatal(err)
 	}
 	if unix.Stat(dir, &after); after.Ino != before.Ino {
@@ -250,7 +259,7 @@ func TestGatherCannot(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.why) || dir != "" {
 				t.Fatalf("Gather = %q, %v; want an error saying %q", dir, err, tc.why)
 			}
-			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[capability.Graphics]) != 3 {
+			if len(f.Linked) != 0 || len(f.Mounts) != 6 || len(f.CapabilityMounts[capability.Graphics]) != 3 || f.Mounts[0].ContainerPath != "/lib/firmware/nvidia/580.65.06" {
 				t.Errorf("files changed by a failed Gather: %d links, mounts %q", len(f.Linked), mountPaths(f.Mounts))
 			}
 			if left, _ := filepath.Glob(filepath.Join(root, FolderStore, ".tmp-*")); len(left) > 0 {
@@ -270,7 +279,7 @@ func TestPruneFolders(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(store, ".tmp-580.65.06-eeee-2"), old, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := PruneFolders(root, filepath.Join(store, "580.65.06-aaaa")); err != nil {
+	if err := PruneFolders(filepath.Join(store, "580.65.06-aaaa")); err != nil {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(store)
@@ -288,7 +297,7 @@ func TestPruneFolders(t *testing.T) {
 	if !reflect.DeepEqual(left, want) {
 		t.Errorf("left %q, want %q", left, want)
 	}
-	if err := PruneFolders(t.TempDir(), "x"); err != nil {
+	if err := PruneFolders(filepath.Join(t.TempDir(), "x", "580-a")); err != nil {
 		t.Errorf("no store: %v", err)
 	}
 }

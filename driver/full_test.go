@@ -163,7 +163,7 @@ func TestDataFileChecks(t *testing.T) {
 		{name: "not JSON", content: "ICD = libGLX", check: icdJSON, warn: "not a JSON object"},
 		{name: "no ICD member", content: `{"layer": {"library_path": "libGLX_nvidia.so.0"}}`, check: icdJSON, warn: `no "ICD"`},
 		{name: "layer", content: `{"layer": {"library_path": "libGLX_nvidia.so.0"}}`, check: layerJSON},
-		{name: "too large", content: `{"ICD": {"library_path": "libGLX_nvidia.so.0"}, "x": "` + strings.Repeat("a", maxDataFile) + `"}`, check: icdJSON, warn: "more than 65536 bytes"},
+		{name: "too large", content: `{"ICD": {"library_path": "libGLX_nvidia.so.0"}, "x": "` + strings.Repeat("a", maxDataFile) + `"}`, check: icdJSON, warn: "larger than 64 KiB"},
 		{name: "OpenCL vendor", content: "libnvidia-opencl.so.1\n", check: libraryName},
 		{name: "OpenCL vendor, two lines", content: "libnvidia-opencl.so.1\nlibx.so\n", check: libraryName, warn: "one line"},
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
@@ -78,7 +79,7 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 		// containerd 1.7 puts an imported file's CRI section in place of
 		// the main config's, and with it the block: the runtime would
 		// not be there.
-		if over, err := criImports(o, main, o.Config, criPath(tomlInt(main["version"]))[1], map[string]bool{o.Config: true}); err != nil || over != "" {
+		if over, err := criImports(o, main, o.Config, criPath(tomlInt(main["version"]))[1], newImportWalk(o.Config)); err != nil || over != "" {
 			if err != nil {
 				return nil, err
 			}
@@ -105,11 +106,48 @@ func containerd(o Options, uninstall bool) ([]Change, error) {
 	return slices.Concat(change(o.DropIn, oldDropIn, dropIn, false), change(o.Config, mainData, newMain, true)), nil
 }
 
+// Bounds of an import walk: containerd's own configs import one level,
+// rarely two.
+const (
+	maxImportDepth = 16
+	maxImports     = 1000
+)
+
+// fileID is a file's identity: a folder link makes one file many paths.
+type fileID struct{ dev, ino uint64 }
+
+func identify(path string) (fileID, bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}, false
+	}
+	return fileID{uint64(st.Dev), st.Ino}, true
+}
+
+// importWalk is what criImports has seen: every file read, by identity,
+// so that each is read once whatever the links, and the chain of imports
+// that led to the current one, so that a loop is named.
+type importWalk struct {
+	seen  map[fileID]bool
+	chain map[fileID]string
+	depth int
+}
+
+func newImportWalk(config string) *importWalk {
+	w := &importWalk{seen: map[fileID]bool{}, chain: map[fileID]string{}}
+	if id, ok := identify(config); ok {
+		w.seen[id], w.chain[id] = true, config
+	}
+	return w
+}
+
 // criImports returns the last file that a config of version 1 or 2
 // imports (directly or through another import, as containerd resolves
 // them) that has a CRI section of its own; "" when none does. The drop-in,
-// which configure removes for such a config, does not count.
-func criImports(o Options, cfg map[string]any, path, key string, seen map[string]bool) (string, error) {
+// which configure removes for such a config, does not count. Imports that
+// loop (through a folder link, say) are one line naming the loop; more
+// than maxImports files or maxImportDepth levels are refused.
+func criImports(o Options, cfg map[string]any, path, key string, w *importWalk) (string, error) {
 	list, _ := cfg["imports"].([]any)
 	found := ""
 	for _, v := range list {
@@ -128,10 +166,23 @@ func criImports(o Options, cfg map[string]any, path, key string, seen map[string
 			}
 		}
 		for _, f := range files {
-			if seen[f] || f == o.DropIn {
+			id, ok := identify(f)
+			if !ok || f == o.DropIn {
+				continue // containerd says what is wrong with a missing one
+			}
+			// By the same path (a glob matching the config itself),
+			// containerd skips it too; by another, it would go round
+			// until the kernel's limit of 40 links in a path.
+			if first, ok := w.chain[id]; ok && first != f {
+				return "", fmt.Errorf("containerd config %s imports %s, which is %s again: its imports loop (through a link?); remove the import", path, f, first)
+			}
+			if w.seen[id] {
 				continue
 			}
-			seen[f] = true
+			w.seen[id] = true
+			if len(w.seen) > maxImports || w.depth >= maxImportDepth {
+				return "", fmt.Errorf("containerd config %s: importing %s goes past %d files or %d levels of imports: check its imports", o.Config, f, maxImports, maxImportDepth)
+			}
 			data, err := readFile(f)
 			if err != nil || data == nil {
 				continue // containerd says what is wrong with it
@@ -143,7 +194,11 @@ func criImports(o Options, cfg map[string]any, path, key string, seen map[string
 			if _, ok := table(m, "plugins")[key]; ok {
 				found = f
 			}
-			next, err := criImports(o, m, f, key, seen)
+			w.chain[id] = f
+			w.depth++
+			next, err := criImports(o, m, f, key, w)
+			w.depth--
+			delete(w.chain, id)
 			if err != nil {
 				return "", err
 			}

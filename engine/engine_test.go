@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -412,5 +413,41 @@ func TestApplyKeepsOwner(t *testing.T) {
 	st := fi.Sys().(*syscall.Stat_t)
 	if st.Uid != 1234 || st.Gid != 4321 || fi.Mode().Perm() != 0o600 {
 		t.Errorf("daemon.json is %d:%d %v, want 1234:4321 -rw-------", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+}
+
+// TestContainerdImportLoop: imports that loop through a folder link (each
+// level's glob matching three files again, 3^40 paths before the kernel's
+// link limit) are one line naming the loop, at once; a glob matching the
+// config itself, which containerd skips, is no loop.
+func TestContainerdImportLoop(t *testing.T) {
+	dir := t.TempDir()
+	confd := filepath.Join(dir, "conf.d")
+	os.MkdirAll(confd, 0o755)
+	main := filepath.Join(dir, "config.toml")
+	os.WriteFile(main, []byte("version = 2\nimports = [\"*.toml\", \"conf.d/*.toml\"]\n"), 0o644)
+	for _, n := range []string{"a", "b", "c"} {
+		os.WriteFile(filepath.Join(confd, n+".toml"), []byte("version = 2\nimports = [\"loop/*.toml\"]\n"), 0o644)
+	}
+	if err := os.Symlink(".", filepath.Join(confd, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Path: runtimePath, Config: main, DropIn: filepath.Join(confd, "99-gpuctk.toml")}
+	start := time.Now()
+	_, _, err := Plan("containerd", o, false)
+	want := "containerd config " + filepath.Join(confd, "a.toml") + " imports " + filepath.Join(confd, "loop", "a.toml") + ", which is " + filepath.Join(confd, "a.toml") + " again: its imports loop (through a link?); remove the import"
+	if err == nil || err.Error() != want {
+		t.Errorf("Plan = %v\nwant %s", err, want)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("took %s", d)
+	}
+	// Without the loop, the same files are fine.
+	os.Remove(filepath.Join(confd, "loop"))
+	for _, n := range []string{"a", "b", "c"} {
+		os.WriteFile(filepath.Join(confd, n+".toml"), []byte("version = 2\nimports = [\"b.toml\"]\n"), 0o644)
+	}
+	if _, _, err := Plan("containerd", o, false); err != nil {
+		t.Errorf("Plan without the loop: %v", err)
 	}
 }

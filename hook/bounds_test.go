@@ -268,3 +268,19 @@ func TestLdconfigLimits(t *testing.T) {
 		t.Errorf("ldconfig ran with %q, want %q", lines, want)
 	}
 }
+
+// TestLdconfigFailureLeavesNoTemp: an ldconfig that fails writing the
+// cache (here past the file-size limit, as on a full root) leaves no
+// etc/ld.so.cache~ in the image.
+func TestLdconfigFailureLeavesNoTemp(t *testing.T) {
+	b, root := bundle(t)
+	var stderr strings.Builder
+	err := Setup(&Env{Stdin: strings.NewReader(`{"bundle":"` + b + `"}`), Stderr: &stderr},
+		SetupOptions{Folders: []string{libDir}, Ldconfig: "/sbin/ldconfig", Limits: Limits{Memory: 300 << 20, FileSize: 16}})
+	if err == nil {
+		t.Fatalf("ldconfig wrote a cache within 16 bytes: %s", stderr.String())
+	}
+	if _, serr := os.Lstat(filepath.Join(root, "etc/ld.so.cache~")); serr == nil {
+		t.Errorf("ld.so.cache~ left in the image after %v", err)
+	}
+}

@@ -58,6 +58,15 @@ func (s *setup) updateCache(ldconfig string, folders []string, l Limits) error {
 	// would write its cache over a host file).
 	args = append(append(append(args, "--"), dirs...), folders...)
 	if err := runLimited(ldconfig, args, s.c.Root, l); err != nil {
+		// ldconfig writes its cache to a temporary file (truncating one
+		// there) and renames it; failing half-way (a full root, the
+		// file-size limit) it leaves that file in the image. The hooks of
+		// a root hold its lock: it is this one's ldconfig's.
+		for _, p := range []string{"etc/ld.so.cache~", "var/cache/ldconfig/aux-cache~"} {
+			if err := s.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.warn("/%s left by the failed ldconfig: %v", p, err)
+			}
+		}
 		return err
 	}
 	for _, p := range []string{"etc/ld.so.cache", "var/cache/ldconfig/aux-cache"} {

@@ -455,7 +455,10 @@ func (l Labels) Write(dir string) (string, error) {
 		return "", fmt.Errorf("labels: %w", err)
 	}
 	data := append([]byte("# Written by gpuctk labels: NVIDIA GPU labels for Node Feature Discovery.\n"), l.Lines()...)
-	if err := atomicfile.WriteFile(p, data, 0o644); err != nil {
+	// The feature file's name is gpuctk's own in NFD's folder: whatever
+	// else appeared there (a FIFO, a link, a folder) is replaced, never
+	// followed.
+	if _, err := atomicfile.Reclaim(p, data, 0o644); err != nil {
 		return "", fmt.Errorf("labels: %w", err)
 	}
 	return p, nil

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -387,5 +388,33 @@ func TestGFDDocumented(t *testing.T) {
 	}
 	if got := machine("NVIDIA DGX-2H"); got != "NVIDIA-DGX-2H" {
 		t.Errorf(`machine("NVIDIA DGX-2H") = %q, want GFD's NVIDIA-DGX-2H`, got)
+	}
+}
+
+// TestWriteTakesPathBack: a FIFO, a link out or a folder at the feature
+// file's path is replaced by the file, never followed.
+func TestWriteTakesPathBack(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "host")
+	os.WriteFile(outside, []byte("host"), 0o644)
+	for name, plant := range map[string]func(string) error{
+		"FIFO":   func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"link":   func(p string) error { return os.Symlink(outside, p) },
+		"folder": func(p string) error { return os.MkdirAll(filepath.Join(p, "x"), 0o755) },
+	} {
+		dir := t.TempDir()
+		if err := plant(filepath.Join(dir, FeatureFile)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := Labels{"nvidia.com/gpu.count": "2"}.Write(dir)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: %v %v", name, fi, err)
+		}
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "host" {
+		t.Errorf("the link's target changed: %q", b)
 	}
 }

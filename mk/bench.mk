@@ -7,8 +7,10 @@
 # README's performance section, pasted by hand). Not part of `make test`.
 BENCH_RUNS ?= 25
 BENCH_TIME ?= 0.3s
-# Sections, in order: hook, runtime, generate, plugin (e.g. BENCH_ONLY=plugin).
-BENCH_ONLY ?= hook,runtime,generate,plugin
+# Sections, in order: hook, runtime, driverfs (the driver on its own
+# read-only file system against the same), generate, plugin (e.g.
+# BENCH_ONLY=plugin).
+BENCH_ONLY ?= hook,runtime,driverfs,generate,plugin
 # Pairs of pods (plain, one GPU) for the pod start row.
 BENCH_PODS ?= 30
 # The pod pairs again on a journaled ext4 made in a file (false: left out).

@@ -25,6 +25,9 @@
 // environment ReplicaEdits gives it still gets at most its share. While any
 // daemon runs on a GPU, the GPU is kept in EXCLUSIVE_PROCESS compute mode
 // (optional), and the previous mode is restored when the last one stops.
+// Heal, which `gpuctk mps run` calls every HealInterval, restarts a daemon
+// that lost its control socket, hangs or died; Start does the same to such
+// a device.
 //
 // ReplicaEdits gives the CDI container edits of one replica: the client
 // environment, the pipe and shm mounts, and a gpuctk-hook mps-check call

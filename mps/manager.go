@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -320,24 +322,41 @@ func flockHolder(f *os.File) int {
 }
 
 func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, m.timeout)
-	defer cancel()
 	pipe, logDir, shm := d.PipeDir(), d.LogDir(), d.ShmDir()
 	for _, dir := range []string{pipe, logDir, shm} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return Result{}, err
 		}
 	}
-	if m.answers(ctx, ctl, d) {
+	qctx, cancel := context.WithTimeout(ctx, m.timeout)
+	answers := m.answers(qctx, ctl, d)
+	cancel()
+	if answers {
 		if was := m.outdated(d); was != "" {
 			return Result{}, fmt.Errorf("its daemon (pid %d) runs with %s, not the configuration's %d%% and %dM: run `gpuctk mps stop`, then start again",
 				m.pid(d), was, d.ThreadPercentage, d.PinnedMemoryMiB)
 		}
 		return Result{Device: d, Action: "already running", PID: m.pid(d)}, nil
 	}
+	return m.restart(ctx, ctl, d)
+}
+
+// restart starts d's daemon, which does not answer, ending it first if it
+// runs.
+func (m *Manager) restart(ctx context.Context, ctl string, d *offer.Share) (Result, error) {
+	action := "started"
 	if pid := m.pid(d); pid > 0 {
-		return Result{}, fmt.Errorf("its daemon (pid %d) does not answer on %s: run `gpuctk mps stop`, then start again", pid, pipe)
+		// A daemon whose control socket a tenant (as root) removed, or
+		// that hangs, serves no new client of the device: it is ended
+		// and started again, as `stop` then `start` would.
+		why := m.fault(d)
+		if err := m.end(ctx, ctl, d, pid); err != nil {
+			return Result{}, fmt.Errorf("its daemon (pid %d) %s, and could not be stopped: %w", pid, why, err)
+		}
+		action = "restarted: its daemon (pid " + strconv.Itoa(pid) + ") " + why
 	}
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
 	// A daemon that died leaves its socket and pid file behind, and
 	// tenants whatever they like.
 	if err := m.resetPipe(d); err != nil {
@@ -347,13 +366,113 @@ func (m *Manager) start(ctx context.Context, ctl string, d *offer.Share) (Result
 	if err == nil {
 		var pid int
 		if pid, err = m.configure(ctx, ctl, d); err == nil {
-			return Result{Device: d, Action: "started", PID: pid}, nil
+			return Result{Device: d, Action: action, PID: pid}, nil
 		}
 	}
 	if _, serr := m.stop(ctx, ctl, d); serr != nil {
 		err = fmt.Errorf("%w (cleaning up: %v)", err, serr)
 	}
 	return Result{}, err
+}
+
+// fault says what is wrong with d's daemon, which does not answer:
+// its control socket is gone, or it does not answer on it.
+func (m *Manager) fault(d *offer.Share) string {
+	if _, err := os.Lstat(d.ControlSocket()); errors.Is(err, fs.ErrNotExist) {
+		return "lost its control socket " + d.ControlSocket()
+	}
+	return "does not answer on its control socket " + d.ControlSocket()
+}
+
+// end stops d's daemon pid, which does not answer: killed at once (quit
+// cannot reach it), then its mounts and record undone as stop does.
+func (m *Manager) end(ctx context.Context, ctl string, d *offer.Share, pid int) error {
+	if err := m.kill(d, pid); err != nil {
+		return fmt.Errorf("kill its daemon (pid %d): %w", pid, err)
+	}
+	_, err := m.stop(ctx, ctl, d)
+	return err
+}
+
+// HealInterval is how often Heal should run: a daemon that lost its
+// socket is then restarted within HealInterval plus a start, one that
+// hangs within HealInterval plus healAnswer plus a start, under 10 s.
+const HealInterval = 2 * time.Second
+
+// healAnswer is how long Heal waits for a daemon's answer.
+const healAnswer = 3 * time.Second
+
+// Heal restarts the daemons of devs (those Start started) that are gone,
+// have lost their control socket, or do not answer on it within
+// healAnswer: a tenant running as root that removes its device's socket
+// would otherwise lock the device's other tenants out until an
+// administrator ran stop and start. A device with no record (`gpuctk mps
+// stop` ran) is left alone. It returns one Result per device restarted,
+// whose Action says what was found.
+func (m *Manager) Heal(ctx context.Context, devs []*offer.Share) ([]Result, error) {
+	if devs = mpsOnly(devs); len(devs) == 0 {
+		return nil, nil
+	}
+	ctl, err := FindControl(m.driverRoot)
+	if err != nil {
+		return nil, err
+	}
+	// Every device at once: daemons that hang cost one wait, not one each.
+	sick := make([]int, len(devs)) // the pid found not answering, -1 when fine
+	var wg sync.WaitGroup
+	for i, d := range devs {
+		wg.Go(func() { sick[i] = m.sick(ctx, ctl, d) })
+	}
+	wg.Wait()
+	if !slices.ContainsFunc(sick, func(pid int) bool { return pid >= 0 }) {
+		return nil, nil
+	}
+	unlock, err := m.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	var results []Result
+	var errs []error
+	for i, d := range devs {
+		// Under the lock, an administrator's stop or start may have come
+		// first: no record, or another daemon, is left alone.
+		if _, err := m.readRecord(d.UUID()); sick[i] < 0 || err != nil || m.pid(d) != sick[i] {
+			continue
+		}
+		r, err := m.restart(ctx, ctl, d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("MPS device %s: restarting its daemon: %w", d, err))
+			continue
+		}
+		if sick[i] == 0 {
+			r.Action = "restarted: its daemon was gone"
+		}
+		results = append(results, r)
+	}
+	return results, errors.Join(errs...)
+}
+
+// sick returns the pid of d's daemon (0 for none) when it needs a
+// restart: it died, lost its control socket or does not answer within
+// healAnswer; -1 when it answers, or gpuctk has no record of it (never
+// started, or stopped).
+func (m *Manager) sick(ctx context.Context, ctl string, d *offer.Share) int {
+	if _, err := m.readRecord(d.UUID()); err != nil {
+		return -1
+	}
+	pid := m.pid(d)
+	if pid > 0 {
+		if _, err := os.Lstat(d.ControlSocket()); errors.Is(err, fs.ErrNotExist) {
+			return pid
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, healAnswer)
+	defer cancel()
+	if m.answers(ctx, ctl, d) {
+		return -1
+	}
+	return pid
 }
 
 // outdated describes the settings d's daemon was started with when they

@@ -17,13 +17,24 @@ import (
 // runs as it is. explicit is config.Load's: a missing file is an error
 // only then.
 func Load(path string, explicit bool) (*config.Config, []string, error) {
-	data, err := readfile.Limited(path, MaxSize)
+	return load(path, explicit, readfile.Limited, config.Load)
+}
+
+// LoadWatched is Load for a daemon's configuration, which may be swapped
+// under it while it runs (the device plugin's): a FIFO, a device or a
+// folder there is refused at once instead of read (config.LoadWatched).
+func LoadWatched(path string, explicit bool) (*config.Config, []string, error) {
+	return load(path, explicit, readfile.Regular, config.LoadWatched)
+}
+
+func load(path string, explicit bool, read func(string, int64) ([]byte, error), loadTOML func(string, bool) (*config.Config, error)) (*config.Config, []string, error) {
+	data, err := read(path, MaxSize)
 	if err == nil && IsConfigMap(data) {
 		return nil, nil, fmt.Errorf("config %s: a ConfigMap: mount it as a folder (--config-dir), or give one of its configs", path)
 	}
 	if err != nil || !isNVIDIA(data) {
 		if errors.Is(err, fs.ErrNotExist) || err == nil {
-			cfg, err := config.Load(path, explicit)
+			cfg, err := loadTOML(path, explicit)
 			return cfg, nil, err
 		}
 		return nil, nil, fmt.Errorf("config %s: %w", path, err)

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,4 +50,25 @@ func TestConfigImportOutputDir(t *testing.T) {
 			t.Errorf("the folder holds %v: want the planted folder alone", entries)
 		}
 	})
+}
+
+// TestConfigImportManyKeys: a ConfigMap of 300 keys is written by a
+// gpuctk allowed 64 descriptors (prlimit): found in review, a folder
+// descriptor was kept per file, so 5,000 keys failed under ulimit -n 1024.
+func TestConfigImportManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: many\ndata:\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "  key-%03d: |-\n    version: v1\n    flags:\n      migStrategy: none\n", i)
+	}
+	configMap := filepath.Join(t.TempDir(), "configmap.yaml")
+	if err := os.WriteFile(configMap, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_, stderr, code := runResult(t, "prlimit", "--nofile=64:64", bin("gpuctk"), "config", "import-device-plugin", "--output-dir", dir, configMap)
+	entries, _ := os.ReadDir(dir)
+	if code != 0 || len(entries) != 300 {
+		t.Errorf("exit %d, %d files written: %.500s", code, len(entries), stderr)
+	}
 }

@@ -251,3 +251,48 @@ func TestGenerateWarmsHook(t *testing.T) {
 		t.Errorf("generate with a FIFO as hook path: %v\n%s", err, out)
 	}
 }
+
+// TestSimulateLeavesHostState: runs on a simulated host make nothing in
+// the real host's state folders (/run/gpuctk/mps, /run/gpuctk/runtime-
+// cache): cdi generate (with MPS sharing and --output), mig apply and
+// labels with --simulate; mps start --simulate without a state root of its
+// own is refused in one line. Each runs in a mount namespace of its own
+// with an empty tmpfs on /run, which must stay empty.
+func TestSimulateLeavesHostState(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.toml")
+	os.WriteFile(cfg, []byte("[[sharing]]\ndevices = [\"0\"]\nstrategy = \"mps\"\nreplicas = 2\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "none.toml"), nil, 0o644)
+	profile := simulatedProfile(t, "dgx-a100")
+	gpuctk := bin("gpuctk")
+	for _, tc := range []struct {
+		name, cmd, want string
+	}{
+		{"cdi generate", gpuctk + " cdi generate --config " + cfg + " --simulate dgx-a100 --output " + filepath.Join(dir, "nvidia.yaml"), ""},
+		{"mig apply", gpuctk + " mig apply --config " + filepath.Join(dir, "none.toml") + " --simulate " + profile + " -c all-balanced --output " + filepath.Join(t.TempDir(), "mig.yaml"), ""},
+		{"labels", gpuctk + " labels --config " + cfg + " --simulate dgx-a100", ""},
+		{"mps start", gpuctk + " mps start --config " + cfg + " --simulate dgx-a100",
+			"gpuctk: --simulate with the host's own MPS state root /run/gpuctk/mps: a simulated host's daemons would pass for the real host's; give --state-root a folder of its own"},
+	} {
+		script := "mount -t tmpfs gpuctk-test /run || exit 99\n" + tc.cmd + " >/dev/null 2>" + filepath.Join(dir, "stderr") + "; echo \"exit $?\"; find /run -mindepth 1"
+		out, err := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, out)
+		}
+		stderr, _ := os.ReadFile(filepath.Join(dir, "stderr"))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		wantExit := "exit 0"
+		if tc.want != "" {
+			wantExit = "exit 1"
+			if strings.TrimSpace(string(stderr)) != tc.want {
+				t.Errorf("%s: stderr %q, want %q", tc.name, stderr, tc.want)
+			}
+		}
+		if lines[0] != wantExit {
+			t.Errorf("%s: %s, want %s\n%s", tc.name, lines[0], wantExit, stderr)
+		}
+		if len(lines) > 1 {
+			t.Errorf("%s made under /run:\n%s", tc.name, strings.Join(lines[1:], "\n"))
+		}
+	}
+}

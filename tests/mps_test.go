@@ -691,3 +691,101 @@ func TestMPSRunTermDuringStart(t *testing.T) {
 		}
 	}
 }
+
+// TestMPSHealsLostSocket: a tenant running as root removes its device's
+// MPS control socket. Under `gpuctk mps run` (the DaemonSet, and
+// gpuctk-mps.service) the daemon is restarted within 10 s, with one line
+// saying what was found, and the other device's daemon is left alone;
+// `gpuctk mps start` restarts such a device itself. Before, the device's
+// other tenants were locked out until an administrator ran stop and start.
+func TestMPSHealsLostSocket(t *testing.T) {
+	e := newMPSEnv(t, mpsConfig)
+	gpuctk := bin("gpuctk")
+	var out lockedBuffer
+	cmd := exec.Command(gpuctk, e.args("run", "dgx-a100")...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	pids := func() map[string]int {
+		stdout, _, _ := runResult(t, gpuctk, e.args("status", "dgx-a100", "--json")...)
+		var st []struct {
+			UUID  string `json:"uuid"`
+			State string `json:"state"`
+			PID   int    `json:"pid"`
+		}
+		json.Unmarshal([]byte(stdout), &st)
+		m := map[string]int{}
+		for _, s := range st {
+			if s.State == "running" {
+				m[s.UUID] = s.PID
+			}
+		}
+		return m
+	}
+	waitRunning := func(what string, ok func(map[string]int) bool, within time.Duration) map[string]int {
+		t.Helper()
+		deadline := time.Now().Add(within)
+		for {
+			if p := pids(); ok(p) {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s\n%s", what, within, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	before := waitRunning("both daemons running", func(p map[string]int) bool { return len(p) == 2 }, 20*time.Second)
+	sock := filepath.Join(e.stateRoot, dgxGPU0, "pipe", "control")
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	removed := time.Now()
+	after := waitRunning("GPU 0's daemon restarted", func(p map[string]int) bool {
+		return p[dgxGPU0] != 0 && p[dgxGPU0] != before[dgxGPU0]
+	}, 10*time.Second)
+	t.Logf("restarted %s after the socket was removed", time.Since(removed).Round(10*time.Millisecond))
+	if after[dgxMIG] != before[dgxMIG] {
+		t.Errorf("the MIG device's daemon changed: %d, then %d", before[dgxMIG], after[dgxMIG])
+	}
+	want := fmt.Sprintf("GPU 0 (%s): restarted: its daemon (pid %d) lost its control socket %s, pid %d (4 replicas, 25%% threads, 20480M pinned memory each)\n",
+		dgxGPU0, before[dgxGPU0], sock, after[dgxGPU0])
+	// The line comes once the new daemon is configured, after status
+	// may see it.
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(out.String(), want) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := out.String(); strings.Count(got, "restarted") != 1 || !strings.Contains(got, want) {
+		t.Errorf("mps run printed\n%s\nwant one line\n%s", got, want)
+	}
+	if mpsDaemonRuns(before[dgxGPU0]) {
+		t.Errorf("the old daemon %d still runs", before[dgxGPU0])
+	}
+
+	// Without mps run: start restarts it itself.
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	run(t, gpuctk, e.args("start", "dgx-a100")...)
+	started := pids()
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runResult(t, gpuctk, e.args("start", "dgx-a100")...)
+	now := pids()
+	if code != 0 || now[dgxGPU0] == 0 || now[dgxGPU0] == started[dgxGPU0] || now[dgxMIG] != started[dgxMIG] ||
+		!strings.Contains(stdout, fmt.Sprintf("GPU 0 (%s): restarted: its daemon (pid %d) lost its control socket %s", dgxGPU0, started[dgxGPU0], sock)) {
+		t.Errorf("start after the socket was removed: exit %d, pids %v then %v\n%s%s", code, started, now, stdout, stderr)
+	}
+}

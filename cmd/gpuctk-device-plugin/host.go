@@ -51,6 +51,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "dev-root", EnvVars: envVar("dev-root"), Usage: "where /dev and /proc are (default: config [cdi] dev-root, else the driver root)"},
 		&cli.StringFlag{Name: "host-driver-root", EnvVars: envVar("host-driver-root"), Usage: "where the host has the driver root, for the spec's mounts when the plugin sees it elsewhere (in a container: --driver-root /driver-root --host-driver-root /)"},
 		&cli.StringSliceFlag{Name: "library-search-path", EnvVars: envVar("library-search-path"), Usage: "a folder under the driver root holding the driver's libraries when no ld.so.cache lists them, such as GKE's /home/kubernetes/bin/nvidia/lib64 (repeatable, or comma-separated in the variable; default: config [cdi] library-search-paths)"},
+		&cli.StringFlag{Name: "driver-store", EnvVars: envVar("driver-store"), Usage: "make the driver folder in `DIR`, a host folder mounted at the same path, where its hard links cannot be made under the driver root (a read-only one): copies of the driver's files, cloned where the file system can (default: config [cdi] driver-store)"},
 		&cli.StringFlag{Name: "labels-dir", EnvVars: envVar("labels-dir"), Usage: "also write the node's GPU labels as a Node Feature Discovery feature file in `DIR` (its features.d), at start and at every config change"},
 		&cli.StringFlag{Name: "hook-dir", EnvVars: envVar("hook-dir"), Usage: "copy the gpuctk-hook beside this binary into `DIR` (a host folder mounted at the same path) and have the spec call it there: for a node where gpuctk runs only from its image"},
 		&cli.DurationFlag{Name: "xid-recovery", Value: 10 * time.Minute, EnvVars: envVar("xid-recovery"), Usage: "how long a device stays Unhealthy after its last critical XID event (0: until the plugin restarts)"},
@@ -73,7 +74,7 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 		log.Warn("NVIDIA device plugin config: "+w, "file", cfg.Path)
 	}
 	set := map[string]string{}
-	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
+	for _, name := range []string{"driver-root", "dev-root", "host-driver-root", "driver-store"} {
 		if c.IsSet(name) {
 			set[name] = c.String(name)
 		}
@@ -109,11 +110,11 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	} else if *cfg.CDI.DriverFolder {
 		// As `gpuctk cdi generate` does; a driver upgrade replaces the
 		// kernel module, so an older version's folder serves no container.
-		folder, err := files.Gather(cfg.CDI.DriverRoot, true)
+		folder, err := files.Gather(cfg.CDI.DriverRoot, true, cdi.FolderOptions(cfg)...)
 		if err != nil {
 			log.Info("the driver's files are mounted one by one, not as one folder ([cdi] driver-folder = false stops trying)", "why", err)
 		} else if folder != "" {
-			if err := driver.PruneFolders(cfg.CDI.DriverRoot, folder); err != nil {
+			if err := driver.PruneFolders(folder); err != nil {
 				log.Warn("old driver folders not removed", "err", err)
 			}
 		}
@@ -131,9 +132,16 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if err := st.CheckSockets(c.String("kubelet-dir")); err != nil {
 		return nil, err
 	}
-	// The spec it writes is one runtimes use (see mps.MountPoints).
-	if err := mps.MountPoints(offered.MPS()); err != nil {
-		return nil, err
+	// The spec it writes is one runtimes use (see mps.MountPoints); a
+	// simulated host makes nothing in the real host's state folders.
+	simulated := c.String("simulate") != ""
+	if !simulated || !config.IsHostState(cfg.MPS.StateRoot) {
+		if err := mps.MountPoints(offered.MPS()); err != nil {
+			return nil, err
+		}
+	}
+	if simulated && config.IsHostState(cfg.Runtime.CacheDir) {
+		st.Runtime = nil // no cache entries filled
 	}
 	if dir := c.String("labels-dir"); dir != "" {
 		l, err := labels.For(offered, cfg.Kubernetes)
@@ -163,7 +171,9 @@ func installHook(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
+	// The copy's path is the plugin's own: whatever else appeared there
+	// is replaced, never followed.
+	if _, err := atomicfile.Reclaim(filepath.Join(dir, "gpuctk-hook"), data, 0o755); err != nil {
 		return fmt.Errorf("--hook-dir: %w", err)
 	}
 	return nil
@@ -280,7 +290,7 @@ func loadConfig(c *cli.Context) (*config.Config, string, []string, error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
-	cfg, warnings, err := nvconfig.Load(path, c.IsSet("config") || name != "")
+	cfg, warnings, err := nvconfig.LoadWatched(path, c.IsSet("config") || name != "")
 	return cfg, name, warnings, err
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -265,4 +266,36 @@ func TestNVIDIAConfigMapAsIs(t *testing.T) {
 	waitLabel(t, labelsDir, "label ls40", "nvidia.com/gpu.replicas", "10")
 	os.WriteFile(nameFile, nil, 0o644)
 	waitLabel(t, labelsDir, "no label: the blank default key", "nvidia.com/gpu.replicas", "1")
+}
+
+// TestInstallHookTakesPathBack: a FIFO or a folder at the hook copy's
+// path is replaced by the copy (as --hook-dir's folder on the host may
+// hold), never followed or opened.
+func TestInstallHookTakesPathBack(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(exe), "gpuctk-hook")); err != nil {
+		// The test binary's folder has no hook: give it one.
+		if err := os.WriteFile(filepath.Join(filepath.Dir(exe), "gpuctk-hook"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, plant := range map[string]func(string) error{
+		"FIFO":   func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"folder": func(p string) error { return os.MkdirAll(filepath.Join(p, "x"), 0o755) },
+	} {
+		dir := t.TempDir()
+		if err := plant(filepath.Join(dir, "gpuctk-hook")); err != nil {
+			t.Fatal(err)
+		}
+		if err := installHook(dir); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if fi, err := os.Lstat(filepath.Join(dir, "gpuctk-hook")); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: %v %v", name, fi, err)
+		}
+	}
 }

@@ -135,7 +135,7 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 		if fresh {
 			// The MPS mount points live in /run: make them even when the
 			// spec, in /etc/cdi, outlived a reboot.
-			if err := mps.MountPoints(set.MPS()); err != nil {
+			if err := mountPoints(c, cfg, set); err != nil {
 				return err
 			}
 			warmPrograms(c, cfg)
@@ -155,23 +155,35 @@ func generateSpec(c *cli.Context, ifStale bool) error {
 	}
 	// A spec on disk is one runtimes use: its MPS mounts must resolve
 	// even before the daemons start (see mps.MountPoints).
-	if err := mps.MountPoints(set.MPS()); err != nil {
+	if err := mountPoints(c, cfg, set); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "gpuctk: wrote %s spec to %s: %s\n", kind, out, sum)
 	// Now that the spec names this folder, those of older drivers go.
 	if b.folder != "" {
-		if err := driver.PruneFolders(cfg.CDI.DriverRoot, b.folder); err != nil {
+		if err := driver.PruneFolders(b.folder); err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: %v\n", err)
 		}
 	}
 	// The first container start after this one is then as fast as any.
 	// Not an error: gpuctk-runtime resolves the spec itself otherwise.
-	if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
+	if simulatedOnHostState(c, cfg.Runtime.CacheDir) {
+		// A simulated host's entries are no real container's.
+	} else if _, err := runtime.WarmCache(cfg, out, cdiresolve.Entry); err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: gpuctk-runtime's device cache not filled for the new spec (its first create resolves it): %v\n", err)
 	}
 	warmPrograms(c, cfg)
 	return sameNamesBeside(c.App.ErrWriter, out)
+}
+
+// mountPoints makes the MPS mount points of set's devices, but for a
+// simulated host under the real host's state root.
+func mountPoints(c *cli.Context, cfg *config.Config, set *offer.Set) error {
+	if len(set.MPS()) > 0 && simulatedOnHostState(c, cfg.MPS.StateRoot) {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: --simulate: the MPS mount points are not made under the host's own state root %s (set [mps] state-root, or --state-root, to make them elsewhere)\n", cfg.MPS.StateRoot)
+		return nil
+	}
+	return mps.MountPoints(set.MPS())
 }
 
 // sameNamesBeside returns an error naming the spec files of out's folder
@@ -247,6 +259,7 @@ func specFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "device-name-strategy", EnvVars: envVar("device-name-strategy"), Usage: "names whole devices get, as nvidia-ctk's flag: index, gpu:mig, uuid, type-index (repeatable; default: config [cdi] device-names, index, gpu:mig and uuid)"},
 		&cli.BoolFlag{Name: "cuda-compat", EnvVars: envVar("cuda-compat"), Usage: "let the hook put an image's newer CUDA forward-compatibility libraries first, where every GPU of the host supports it (default: config [cdi] cuda-compat, true; --cuda-compat=false turns it off)"},
 		&cli.BoolFlag{Name: "driver-folder", EnvVars: envVar("driver-folder"), Usage: "mount the driver's files as one folder of hard links per capability, made under the driver root, the hook linking each file's usual path into it; where it cannot be made, each file is mounted (default: config [cdi] driver-folder, true)"},
+		&cli.StringFlag{Name: "driver-store", EnvVars: envVar("driver-store"), Usage: "where the driver folder is made when its hard links cannot be made under the driver root: copies, cloned where the file system can (default: config [cdi] driver-store, else /var/lib/gpuctk/driver under the driver root)"},
 		&cli.BoolFlag{Name: "disable-device-node-modification", EnvVars: envVar("disable-device-node-modification"), Usage: "have the hook give containers a driver params file saying ModifyDeviceFiles: 0, so the CUDA driver in a container creates no device nodes (default: config [cdi] disable-device-node-modification, true)"},
 	)
 }
@@ -262,8 +275,11 @@ type built struct {
 	kind  string
 	sum   cdi.Summary
 	files cdi.HostFiles
-	// folder is the driver folder the spec mounts, "" for none.
-	folder string
+	// folder is the driver folder the spec mounts, "" for none; whole
+	// the driver's own folders it mounts whole.
+	folder   string
+	whole    []string
+	oneByOne int
 }
 
 // buildSpec resolves the host and builds its spec in format, as generate
@@ -287,7 +303,7 @@ func buildFor(c *cli.Context, cfg *config.Config, set *offer.Set, p *inventory.P
 	if err != nil {
 		return nil, err
 	}
-	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder}, nil
+	return &built{set: set, data: data, kind: kind, sum: sum, files: hostFiles(c, cfg, p), folder: folder, whole: files.Whole, oneByOne: files.OneByOne}, nil
 }
 
 // hostFiles says where cdi.Check finds the files a spec names: nowhere for

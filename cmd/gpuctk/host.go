@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/inventory"
@@ -120,12 +121,12 @@ func loadFiles(c *cli.Context, cfg *config.Config, h *inventory.Host, p *invento
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
 	}
 	if *cfg.CDI.DriverFolder {
-		folder, err = f.Gather(cfg.CDI.DriverRoot, create)
+		folder, err = f.Gather(cfg.CDI.DriverRoot, create, cdi.FolderOptions(cfg)...)
 		switch {
 		case err != nil:
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: note: the driver's files are mounted one by one, not as one folder: %v ([cdi] driver-folder = false stops trying)\n", err)
-		case folder != "":
-			debugf(c, "driver files in the folder %s: %d files linked by the hook", folder, len(f.Linked))
+		default:
+			debugf(c, "driver files in the folder %q and the driver's own folders %q mounted whole: %d files linked by the hook", folder, f.Whole, len(f.Linked))
 		}
 	}
 	return f, folder, nil
@@ -154,4 +155,11 @@ func warnResolution(c *cli.Context, set *offer.Set) {
 			fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning: gpuctk-device-plugin refuses this configuration:", line)
 		}
 	}
+}
+
+// simulatedOnHostState reports whether this run describes a simulated
+// host while dir is one of the real host's folders of state (see
+// config.IsHostState): it makes nothing there.
+func simulatedOnHostState(c *cli.Context, dir string) bool {
+	return c.String("simulate") != "" && config.IsHostState(dir)
 }

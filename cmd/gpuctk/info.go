@@ -111,7 +111,7 @@ func info(c *cli.Context) error {
 		}
 	}
 	if mpsDevs := set.MPS(); len(mpsDevs) > 0 {
-		_, m, err := mpsSetup(c, true)
+		_, m, err := mpsSetup(c, true, false)
 		if err != nil {
 			return err
 		}
@@ -170,10 +170,16 @@ func freshness(w io.Writer, c *cli.Context, cfg *config.Config, set *offer.Set, 
 func driverFiles(w io.Writer, cfg *config.Config, b *built) {
 	switch {
 	case b.files.DriverRoot == "":
-	case b.folder != "":
-		fmt.Fprintf(w, "Driver files:\tin the driver folder %s, mounted once per capability\n", b.folder)
 	case !*cfg.CDI.DriverFolder:
 		fmt.Fprintf(w, "Driver files:\ta mount each ([cdi] driver-folder = false)\n")
+	case b.folder != "" && len(b.whole) > 0:
+		fmt.Fprintf(w, "Driver files:\tin the driver folder %s, mounted once per capability, and the driver's own folders %s, mounted whole\n", b.folder, strings.Join(b.whole, ", "))
+	case b.folder != "":
+		fmt.Fprintf(w, "Driver files:\tin the driver folder %s, mounted once per capability\n", b.folder)
+	case len(b.whole) > 0 && b.oneByOne == 0:
+		fmt.Fprintf(w, "Driver files:\tin the driver's own folders %s, mounted whole\n", strings.Join(b.whole, ", "))
+	case len(b.whole) > 0:
+		fmt.Fprintf(w, "Driver files:\ta mount each but those in the driver's own folders %s, mounted whole: no driver folder for the others yet (`gpuctk cdi generate` makes it where it can)\n", strings.Join(b.whole, ", "))
 	default:
 		fmt.Fprintf(w, "Driver files:\ta mount each: no driver folder for these files yet (`gpuctk cdi generate` makes it where it can)\n")
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/urfave/cli/v2"
@@ -35,13 +38,13 @@ func mpsCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:   "start",
-				Usage:  "validate the MPS-shared devices and start a daemon for each that has none",
+				Usage:  "validate the MPS-shared devices and start a daemon for each that has none, or whose daemon lost its control socket or does not answer (it is ended first)",
 				Flags:  mpsFlags(),
 				Action: mpsStart,
 			},
 			{
 				Name: "run",
-				Usage: "start the daemons as start does, stay in the foreground, and stop them on SIGTERM or SIGINT " +
+				Usage: "start the daemons as start does, stay in the foreground restarting one that loses its control socket, hangs or dies (within 10 s), and stop them on SIGTERM or SIGINT " +
 					"(for a container, such as deployments/kubernetes' MPS DaemonSet, or a Type=simple unit)",
 				Flags:  mpsFlags(),
 				Action: mpsRun,
@@ -64,14 +67,19 @@ func mpsCommand() *cli.Command {
 
 // mpsSetup reads the configuration and builds the Manager. Stopping works
 // without NVML (the driver may be gone by then): compute modes are then
-// left as they are, with a warning.
-func mpsSetup(c *cli.Context, stopping bool) (*config.Config, *mps.Manager, error) {
+// left as they are, with a warning. A command that writes under the state
+// root (start, run, stop) is refused for a simulated host under the real
+// host's.
+func mpsSetup(c *cli.Context, stopping, writes bool) (*config.Config, *mps.Manager, error) {
 	if c.NArg() > 0 {
 		return nil, nil, fmt.Errorf("unexpected argument %q", c.Args().First())
 	}
 	cfg, err := loadConfig(c)
 	if err != nil {
 		return nil, nil, err
+	}
+	if writes && simulatedOnHostState(c, cfg.MPS.StateRoot) {
+		return nil, nil, fmt.Errorf("--simulate with the host's own MPS state root %s: a simulated host's daemons would pass for the real host's; give --state-root a folder of its own", cfg.MPS.StateRoot)
 	}
 	driverRoot := cfg.CDI.DriverRoot
 	opts := []mps.Option{
@@ -107,8 +115,8 @@ func configName(cfg *config.Config) string {
 
 // mpsDevices reads the configuration, builds the Manager, reads the host from --simulate or NVML,
 // and returns its MPS-shared devices: what start and status work on.
-func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, error) {
-	cfg, m, err := mpsSetup(c, false)
+func mpsDevices(c *cli.Context, writes bool) (*config.Config, *mps.Manager, []*offer.Share, error) {
+	cfg, m, err := mpsSetup(c, false, writes)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -120,7 +128,7 @@ func mpsDevices(c *cli.Context) (*config.Config, *mps.Manager, []*offer.Share, e
 }
 
 func mpsStart(c *cli.Context) error {
-	_, err := startDaemons(c.Context, c)
+	_, _, err := startDaemons(c.Context, c)
 	return err
 }
 
@@ -128,25 +136,30 @@ func mpsStart(c *cli.Context) error {
 // started or found running, and the error of those it could not start.
 // Ending ctx interrupts it: the device being started is cleaned up and the
 // next ones are not started.
-func startDaemons(ctx context.Context, c *cli.Context) ([]mps.Result, error) {
-	cfg, m, devs, err := mpsDevices(c)
+func startDaemons(ctx context.Context, c *cli.Context) (*mps.Manager, []mps.Result, error) {
+	cfg, m, devs, err := mpsDevices(c, true)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	res, err := m.Start(ctx, devs)
-	w := c.App.Writer
-	for _, r := range res {
-		d := r.Device
-		fmt.Fprintf(w, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
-			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
-	}
+	printStarted(c, res)
 	if err != nil {
-		return res, err
+		return m, res, err
 	}
 	if len(res) == 0 {
 		fmt.Fprintf(c.App.ErrWriter, "no device is shared through MPS in the %s\n", configName(cfg))
 	}
-	return res, nil
+	return m, res, nil
+}
+
+// printStarted prints one line per device started, restarted or found
+// running.
+func printStarted(c *cli.Context, res []mps.Result) {
+	for _, r := range res {
+		d := r.Device
+		fmt.Fprintf(c.App.Writer, "%s: %s, pid %d (%d replicas, %d%% threads, %dM pinned memory each)\n",
+			d, r.Action, r.PID, d.Replicas, d.ThreadPercentage, d.PinnedMemoryMiB)
+	}
 }
 
 // mpsRun is start, a wait for SIGTERM or SIGINT, then stop: what a
@@ -156,7 +169,7 @@ func mpsRun(c *cli.Context) error {
 	// then stops what started.
 	ctx, cancel := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
-	res, err := startDaemons(ctx, c)
+	m, res, err := startDaemons(ctx, c)
 	if ctx.Err() != nil {
 		if err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\n", err)
@@ -173,13 +186,52 @@ func mpsRun(c *cli.Context) error {
 		fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\ngpuctk: the other MPS daemons keep running; restart to try the failed devices again\n", err)
 	}
 	fmt.Fprintln(c.App.ErrWriter, "gpuctk: MPS daemons running; SIGTERM or SIGINT stops them")
-	<-ctx.Done()
+	if err := notifyReady(); err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "gpuctk: warning: telling systemd the daemons run: %v\n", err)
+	}
+	// The daemons started are watched: one that lost its control socket
+	// (a tenant as root removed it), hangs or died is restarted, and its
+	// device's tenants are not locked out until an administrator steps in.
+	var devs []*offer.Share
+	for _, r := range res {
+		devs = append(devs, r.Device)
+	}
+	tick := time.NewTicker(mps.HealInterval)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			healed, err := m.Heal(ctx, devs)
+			printStarted(c, healed)
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(c.App.ErrWriter, "gpuctk: %v\n", err)
+			}
+		}
+	}
 	// Stopping gets its own time: the signal has ended ctx.
 	return mpsStop(c)
 }
 
+// notifyReady tells systemd, when it runs gpuctk as a Type=notify unit
+// (gpuctk-mps.service), that the daemons run: units ordered after it
+// (the engines, the kubelet) start then.
+func notifyReady() error {
+	sock := os.Getenv("NOTIFY_SOCKET")
+	if sock == "" {
+		return nil
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_, err = conn.Write([]byte("READY=1"))
+	return err
+}
+
 func mpsStop(c *cli.Context) error {
-	_, m, err := mpsSetup(c, true)
+	_, m, err := mpsSetup(c, true, true)
 	if err != nil {
 		return err
 	}
@@ -236,7 +288,7 @@ func state(s mps.Status) string {
 }
 
 func mpsStatus(c *cli.Context) error {
-	_, m, devs, err := mpsDevices(c)
+	_, m, devs, err := mpsDevices(c, false)
 	if err != nil {
 		return err
 	}
@@ -266,7 +318,7 @@ func downError(sts []mps.Status) error {
 			if !s.Answering {
 				down++
 				if s.PID > 0 {
-					hung++ // start refuses it until stop ends it
+					hung++ // start ends it and starts another
 				}
 			}
 		}
@@ -279,10 +331,10 @@ func downError(sts []mps.Status) error {
 		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s not running: start %s with `gpuctk mps start`",
 			down, configured, map[bool]string{true: "is", false: "are"}[one], map[bool]string{true: "it", false: "them"}[one])}
 	case hung == down:
-		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s: run `gpuctk mps stop`, then `gpuctk mps start`",
-			down, configured, map[bool]string{true: "does not answer", false: "do not answer"}[one])}
+		return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for %s: restart %s with `gpuctk mps start`",
+			down, configured, map[bool]string{true: "does not answer", false: "do not answer"}[one], map[bool]string{true: "it", false: "them"}[one])}
 	}
-	return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for are not running or do not answer: run `gpuctk mps stop`, then `gpuctk mps start`",
+	return &exitError{code: 3, err: fmt.Errorf("%d of the %d MPS daemons the configuration asks for are not running or do not answer: start them with `gpuctk mps start`",
 		down, configured)}
 }
 

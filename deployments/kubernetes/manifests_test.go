@@ -186,11 +186,12 @@ func perNode(want container, def string) container {
 func pluginWant(driverRoot, config string, hostPID bool) container {
 	return container{
 		command: []string{"/usr/bin/gpuctk-device-plugin", "--driver-root", "/driver-root", "--host-driver-root", driverRoot, "--dev-root", "/",
-			"--hook-dir", "/var/lib/gpuctk/bin", "--labels-dir", "/etc/kubernetes/node-feature-discovery/features.d"},
+			"--hook-dir", "/var/lib/gpuctk/bin", "--labels-dir", "/etc/kubernetes/node-feature-discovery/features.d",
+			"--driver-store", "/var/lib/gpuctk/driver"},
 		mounts: map[string]string{"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
 			"/var/run/cdi": "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": driverRoot, "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps",
 			// The hook's host folder at the same path, as the spec names it.
-			"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
+			"/var/lib/gpuctk/bin": "/var/lib/gpuctk/bin", "/var/lib/gpuctk/driver": "/var/lib/gpuctk/driver", "/etc/kubernetes/node-feature-discovery/features.d": "/etc/kubernetes/node-feature-discovery/features.d"},
 		propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer,
 			"/driver-root": corev1.MountPropagationHostToContainer},
 		env:     map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/" + config, "GPUCTK_KUBELET_DIR": "/var/lib/kubelet/device-plugins", "GPUCTK_CDI_DIR": "/var/run/cdi"},

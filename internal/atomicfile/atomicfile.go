@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuctk/gpuctk/internal/filekind"
 )
 
@@ -55,24 +57,39 @@ func writePath(path string, data []byte, mode os.FileMode, sync bool, suffix fun
 }
 
 // openTarget opens the folder of path, the file to replace, and returns
-// it with path's name in it. A device, a FIFO or a socket at path is not a
-// file to replace (as root, --output /dev/null would otherwise put a
-// regular file in place of the device), nor anything else but a regular
-// file, a symlink (replaced, not followed) or a type in let.
+// it with path's name in it, checked by checkTarget.
 func openTarget(path string, let fs.FileMode) (*os.Root, string, error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := splitPath(path)
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, "", err
 	}
-	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|let) == 0 {
+	if err := checkTarget(root, base, let); err != nil {
 		root.Close()
-		return nil, "", fmt.Errorf("it is %s, not a file: name a file to write", filekind.Name(fi.Mode()))
+		return nil, "", err
 	}
 	return root, base, nil
+}
+
+// splitPath is path's folder ("." for none) and name.
+func splitPath(path string) (dir, base string) {
+	dir, base = filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	return filepath.Clean(dir), base
+}
+
+// checkTarget refuses what is at base in root unless it is nothing, a
+// regular file, a symlink (replaced, not followed) or a type in let. A
+// device, a FIFO or a socket at path is not a file to replace (as root,
+// --output /dev/null would otherwise put a regular file in place of the
+// device).
+func checkTarget(root *os.Root, base string, let fs.FileMode) error {
+	if fi, err := root.Lstat(base); err == nil && !fi.Mode().IsRegular() && fi.Mode()&(fs.ModeSymlink|let) == 0 {
+		return fmt.Errorf("it is %s, not a file: name a file to write", filekind.Name(fi.Mode()))
+	}
+	return nil
 }
 
 // randomSuffix names temporary files.
@@ -110,14 +127,32 @@ func writeIn(root Dir, name string, data []byte, mode os.FileMode, sync bool, su
 }
 
 // pending is new content for name in root, written whole to the
-// temporary file tmp beside it, waiting to be renamed over it.
+// temporary file tmp beside it, waiting to be renamed over it. With root
+// nil, the folder dir is opened again for that (see WriteFiles).
 type pending struct {
 	root      Dir
+	dir       string
 	tmp, name string
 }
 
-func (p *pending) commit() error { return p.root.Rename(p.tmp, p.name) }
-func (p *pending) abort()        { p.root.Remove(p.tmp) }
+func (p *pending) commit() error {
+	return p.in(func(root Dir) error { return root.Rename(p.tmp, p.name) })
+}
+
+func (p *pending) abort() { p.in(func(root Dir) error { return root.Remove(p.tmp) }) }
+
+// in runs do on p's folder.
+func (p *pending) in(do func(Dir) error) error {
+	if p.root != nil {
+		return do(p.root)
+	}
+	root, err := os.OpenRoot(p.dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return do(root)
+}
 
 // tempName is the temporary name of base: a dot, base, ".tmp-" and a
 // suffix of 12 hex digits.
@@ -180,13 +215,20 @@ type File struct {
 	Mode os.FileMode
 }
 
+// maxOpenDirs bounds the folders WriteFiles keeps open between writing
+// and renaming: files of one folder share its descriptor, and those of
+// folders past the bound open theirs again to be renamed, so that any
+// number of files fits in a small RLIMIT_NOFILE.
+const maxOpenDirs = 16
+
 // WriteFiles replaces each file's path with its data as WriteFile does,
 // all or none: every new content is written and synced to its temporary
 // file first, and only then are they renamed into place, so that a
 // failure while writing (a full disk, a folder or a device at a path)
 // leaves every file as it was. Only a rename failing part-way, which
 // takes a file system gone wrong, leaves some replaced; the error then
-// names them.
+// names them. It holds at most maxOpenDirs+1 descriptors whatever the
+// number of files.
 func WriteFiles(files []File) error {
 	var ready []*pending
 	fail := func(path string, err error) error {
@@ -198,14 +240,31 @@ func WriteFiles(files []File) error {
 		}
 		return fmt.Errorf("write %s: %w (none of the %d files written)", path, err, len(files))
 	}
-	for _, f := range files {
-		// A folder too is refused here, before anything is written.
-		root, base, err := openTarget(f.Path, 0)
-		if err != nil {
-			return fail(f.Path, err)
+	roots := map[string]*os.Root{}
+	defer func() {
+		for _, r := range roots {
+			r.Close()
 		}
-		defer root.Close()
-		p, err := prepareIn(root, base, f.Data, f.Mode, true, randomSuffix, nil)
+	}()
+	for _, f := range files {
+		dir, base := splitPath(f.Path)
+		root, kept := roots[dir]
+		if !kept {
+			var err error
+			if root, err = os.OpenRoot(dir); err != nil {
+				return fail(f.Path, err)
+			}
+			if kept = len(roots) < maxOpenDirs; kept {
+				roots[dir] = root
+			}
+		}
+		p, err := prepareChecked(root, base, f)
+		if !kept {
+			root.Close()
+			if p != nil {
+				p.root, p.dir = nil, dir
+			}
+		}
 		if err != nil {
 			return fail(f.Path, err)
 		}
@@ -227,4 +286,82 @@ func WriteFiles(files []File) error {
 		}
 	}
 	return nil
+}
+
+// prepareChecked is prepareIn for f at base in root, after checking what
+// is there: a folder too is refused, before anything is written.
+func prepareChecked(root *os.Root, base string, f File) (*pending, error) {
+	if err := checkTarget(root, base, 0); err != nil {
+		return nil, err
+	}
+	return prepareIn(root, base, f.Data, f.Mode, true, randomSuffix, nil)
+}
+
+// Reclaim is WriteFile for a path that is the caller's alone (the device
+// plugin's spec, labels and copy of the hook): whatever else appeared
+// there, a FIFO, a device node, a socket, a link or a folder, is replaced
+// in one step, never followed or opened. It returns the kind of file it
+// replaced (filekind.Name), "" for a regular file or none.
+func Reclaim(path string, data []byte, mode os.FileMode) (string, error) {
+	dir, base := splitPath(path)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	defer root.Close()
+	p, err := prepareIn(root, base, data, mode, true, randomSuffix, nil)
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	was, err := placeIn(root, p.tmp, base)
+	if err != nil {
+		p.abort()
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return was, nil
+}
+
+// Place moves the file at tmp over path, in the same folder, as Reclaim
+// does: a socket bound at a temporary name takes its place so.
+func Place(tmp, path string) (string, error) {
+	dir, base := splitPath(path)
+	if d, _ := splitPath(tmp); d != dir {
+		return "", fmt.Errorf("place %s: %s is in another folder", path, tmp)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", path, err)
+	}
+	defer root.Close()
+	was, err := placeIn(root, filepath.Base(tmp), base)
+	if err != nil {
+		return "", fmt.Errorf("place %s: %w", path, err)
+	}
+	return was, nil
+}
+
+// placeIn renames tmp over name in root. A folder at name, which a rename
+// cannot replace, is exchanged with tmp in one step (RENAME_EXCHANGE) and
+// then removed from where tmp was, without following its links.
+func placeIn(root *os.Root, tmp, name string) (string, error) {
+	fi, err := root.Lstat(name)
+	was := ""
+	if err == nil && !fi.Mode().IsRegular() {
+		was = filekind.Name(fi.Mode())
+	}
+	if err != nil || !fi.IsDir() {
+		return was, root.Rename(tmp, name)
+	}
+	d, err := root.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if err := unix.Renameat2(int(d.Fd()), tmp, int(d.Fd()), name, unix.RENAME_EXCHANGE); err != nil {
+		return "", fmt.Errorf("exchange with the folder there: %w", err)
+	}
+	if err := root.RemoveAll(tmp); err != nil {
+		return was, fmt.Errorf("the folder that was there, now %s: %w", tmp, err)
+	}
+	return was, nil
 }

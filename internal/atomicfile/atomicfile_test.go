@@ -3,7 +3,9 @@ package atomicfile
 import (
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -191,6 +193,116 @@ func TestWriteFiles(t *testing.T) {
 			}
 			if after, _ := os.ReadDir(dir); len(after) != len(before) {
 				t.Errorf("temporary files left: %v", after)
+			}
+		})
+	}
+}
+
+// TestWriteFilesFewDescriptors: 300 files in one folder and 100 in
+// folders of their own are written all or none by a process allowed 64
+// descriptors (a child: the limit is the process's).
+func TestWriteFilesFewDescriptors(t *testing.T) {
+	if dir := os.Getenv("ATOMICFILE_NOFILE_DIR"); dir != "" {
+		lim := syscall.Rlimit{Cur: 64, Max: 64}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+		var files []File
+		for i := range 300 {
+			files = append(files, File{Path: filepath.Join(dir, fmt.Sprintf("key-%d.toml", i)), Data: []byte("x"), Mode: 0o644})
+		}
+		for i := range 100 {
+			sub := filepath.Join(dir, fmt.Sprintf("sub%d", i))
+			files = append(files, File{Path: filepath.Join(sub, "config.toml"), Data: []byte("y"), Mode: 0o644})
+		}
+		if os.Getenv("ATOMICFILE_NOFILE_FAIL") != "" {
+			// The last file's folder is missing: nothing is written.
+			files = append(files, File{Path: filepath.Join(dir, "missing", "x"), Data: nil, Mode: 0o644})
+		}
+		if err := WriteFiles(files); err != nil {
+			fmt.Println(err)
+			os.Exit(3)
+		}
+		return
+	}
+	for _, fail := range []bool{false, true} {
+		dir := t.TempDir()
+		for i := range 100 {
+			if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("sub%d", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestWriteFilesFewDescriptors$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "ATOMICFILE_NOFILE_DIR="+dir)
+		if fail {
+			cmd.Env = append(cmd.Env, "ATOMICFILE_NOFILE_FAIL=1")
+		}
+		out, err := cmd.CombinedOutput()
+		entries, _ := os.ReadDir(dir)
+		sub, _ := os.ReadDir(filepath.Join(dir, "sub99"))
+		if !fail {
+			if err != nil || len(entries) != 400 || len(sub) != 1 {
+				t.Errorf("under 64 descriptors: %v, %d entries, %d in sub99\n%s", err, len(entries), len(sub), out)
+			}
+			continue
+		}
+		if err == nil || len(entries) != 100 || len(sub) != 0 || !strings.Contains(string(out), "(none of the 401 files written)") {
+			t.Errorf("a failing set under 64 descriptors: %v, %d entries, %d in sub99\n%s", err, len(entries), len(sub), out)
+		}
+	}
+}
+
+// TestReclaim: whatever appears at a path of the caller's own is replaced
+// by the file, in one step, and never followed.
+func TestReclaim(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, was string
+		make      func(p string) error
+	}{
+		{"nothing", "", func(string) error { return nil }},
+		{"file", "", func(p string) error { return os.WriteFile(p, []byte("old"), 0o600) }},
+		{"FIFO", "a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"link out", "a symbolic link", func(p string) error { return os.Symlink(outside, p) }},
+		{"folder", "a folder", func(p string) error {
+			if err := os.MkdirAll(filepath.Join(p, "sub"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(filepath.Dir(outside), filepath.Join(p, "sub", "link"))
+		}},
+		{"socket", "a socket", func(p string) error {
+			l, err := net.Listen("unix", p)
+			if err == nil {
+				l.(*net.UnixListener).SetUnlinkOnClose(false)
+				l.Close()
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "nvidia.yaml")
+			if err := tc.make(p); err != nil {
+				t.Fatal(err)
+			}
+			was, err := Reclaim(p, []byte("spec"), 0o644)
+			if err != nil || was != tc.was {
+				t.Fatalf("Reclaim = %q, %v; want %q", was, err, tc.was)
+			}
+			if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
+				t.Fatalf("not a 0644 file after: %v %v", fi, err)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "spec" {
+				t.Errorf("content %q", b)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("left beside: %v", entries)
+			}
+			if b, _ := os.ReadFile(outside); string(b) != "host" {
+				t.Errorf("the file outside changed: %q", b)
 			}
 		})
 	}

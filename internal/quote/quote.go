@@ -48,3 +48,14 @@ func List(items []string, n int) string {
 	}
 	return b.String()
 }
+
+// Quoted is Clip with the part kept quoted as %q quotes it: for an ID that
+// may hold anything (a newline, an escape), in a message of one line.
+func Quoted(s string, n int) string {
+	c := Clip(s, n)
+	if len(c) == len(s) {
+		return strconv.Quote(s)
+	}
+	kept := c[:strings.LastIndex(c, "... (")]
+	return strconv.Quote(kept) + c[len(kept):]
+}

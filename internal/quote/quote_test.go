@@ -53,3 +53,20 @@ func TestList(t *testing.T) {
 		t.Errorf("75,000 items: %d bytes, ends %q", len(got), got[max(0, len(got)-30):])
 	}
 }
+
+func TestQuoted(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"gpu-0", 200, `"gpu-0"`},
+		{"a\nb", 200, `"a\nb"`},
+		{"abcdef", 3, `"abc"... (3 bytes more)`},
+		{"a\nbcdef", 2, `"a\n"... (5 bytes more)`},
+	} {
+		if got := Quoted(tc.s, tc.n); got != tc.want {
+			t.Errorf("Quoted(%q, %d) = %s, want %s", tc.s, tc.n, got, tc.want)
+		}
+	}
+}

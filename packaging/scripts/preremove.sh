@@ -1,7 +1,7 @@
 #!/bin/sh
 # gpuctk pre-remove, for the .deb (prerm remove|upgrade|...) and the .rpm
 # (%preun 0 on erase, 1 on upgrade). On removal it stops the units while
-# gpuctk (gpuctk-mps's ExecStop) is still there, and disables them. On
+# gpuctk (which gpuctk-mps stops its daemons with) is still there, and disables them. On
 # upgrade it leaves them running: restarting MPS would cut its clients off.
 set -e
 

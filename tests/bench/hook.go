@@ -69,7 +69,7 @@ func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 	}
 	for i := 1; i+1 < len(h.Args); i++ {
 		target, file, _ := strings.Cut(h.Args[i+1], "::")
-		if h.Args[i] != "--driver-file" || !common[path.Dir(target)] {
+		if h.Args[i] != "--driver-file" || !underAny(common, target) {
 			continue
 		}
 		c.links = append(c.links, file)
@@ -87,6 +87,18 @@ func specHook(spec *cdispecs.Spec) (*hookCall, error) {
 		c.sonames[m.ContainerPath] = sonameOf(m.ContainerPath)
 	}
 	return c, nil
+}
+
+// underAny reports whether p is under one of the folders (a driver
+// folder's group, or a folder of the driver's mounted whole, whose files
+// may be in sub-folders: lib64/, bin/).
+func underAny(folders map[string]bool, p string) bool {
+	for d := path.Dir(p); d != "/" && d != "."; d = path.Dir(d) {
+		if folders[d] {
+			return true
+		}
+	}
+	return false
 }
 
 // hookRoot is a container root and a bundle pointing at it, in the state

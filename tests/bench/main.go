@@ -32,7 +32,7 @@ func main() {
 	flag.StringVar(&o.benchtime, "benchtime", "0.3s", "-benchtime of each Go benchmark run")
 	flag.StringVar(&o.out, "out", "bench.txt", "file to write the table to as well")
 	flag.StringVar(&o.perf, "perf", "", "file to write the README's performance section to")
-	flag.StringVar(&o.only, "only", "hook,runtime,generate,plugin", "sections to run, in this order")
+	flag.StringVar(&o.only, "only", "hook,runtime,driverfs,generate,plugin", "sections to run, in this order")
 	flag.StringVar(&o.tools, "tools", ".cache/tools", "folder holding kubelet, containerd, ctr and containerd-shim-runc-v2 (make deps), for the plugin section")
 	flag.IntVar(&o.pods, "pods", 30, "pairs of pods (plain, one GPU) timed in the plugin section")
 	flag.BoolVar(&o.journal, "journal", true, "in the plugin section, time the pod pairs again with the kubelet's and containerd's folders on a journaled ext4 made in a file (mkfs.ext4, a loop mount)")
@@ -88,11 +88,11 @@ func run(o *options) error {
 	}
 	env := describeMachine(o)
 	b := &bench{o: o, work: work, r: &report{}}
-	sections := map[string]func() error{"hook": b.hook, "runtime": b.runtime, "generate": b.generate, "plugin": b.plugin}
+	sections := map[string]func() error{"hook": b.hook, "runtime": b.runtime, "driverfs": b.driverFS, "generate": b.generate, "plugin": b.plugin}
 	for _, name := range strings.Split(o.only, ",") {
 		f, ok := sections[name]
 		if !ok {
-			return fmt.Errorf("-only %s: no section %q (hook, runtime, generate, plugin)", o.only, name)
+			return fmt.Errorf("-only %s: no section %q (hook, runtime, driverfs, generate, plugin)", o.only, name)
 		}
 		if err := f(); err != nil {
 			return err

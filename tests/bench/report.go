@@ -249,7 +249,13 @@ gpuctk-runtime never touches it, and the disk's noise would only blur the
 difference. "Cache emptied": before each run, as after a spec change
 another tool made; "after gpuctk cdi generate": generate rewrites the
 spec before each run of the pair, runc's too (untimed), filling the cache
-as the refresh unit and the device plugin do. Go benchmark rows are the
+as the refresh unit and the device plugin do. The "Container start"
+rows (driverfs) are runtime creates too, of GPU 0 of l40s with a full
+580 driver on two fake roots in one run: its files as distributions
+install them, on the file system of the driver folder (hard links), and
+in /usr/local/nvidia/{lib64,bin} on a tmpfs remounted read-only (as a
+squashfs), which the spec mounts whole; the third row pairs the two
+creates of each round. Go benchmark rows are the
 median of %d runs of -benchtime %s each (cdi/bench_test.go). "gpuctk CPU"
 is the median user+system time of the measured process and the children it
 waited for. Peak memory is the largest max RSS of the runs, from GNU time
