@@ -36,7 +36,7 @@ func decodeStrict(t *testing.T, name string, v any) {
 // hostDirs are the test's stand-ins for what the DaemonSet reads and
 // writes on the host, all in temporary folders.
 type hostDirs struct {
-	config, driverRoot, hook, features string
+	config, driverRoot, hook, features, store string
 }
 
 // staticPod turns the DaemonSet's pod template into the pod a kubelet with
@@ -119,6 +119,7 @@ func staticPod(t *testing.T, ds *appsv1.DaemonSet, namespace, image string, h ho
 	c.Args = append(c.Args, "--simulate", "dgx-a100")
 	relocate("hook", "--hook-dir", h.hook)
 	relocate("features", "--labels-dir", h.features)
+	relocate("driver-store", "--driver-store", h.store)
 	// Kept as they are: the kubelet's device-plugins folder and
 	// /var/run/cdi (inside the harness, WORK/kubelet and WORK/cdi are
 	// bind-mounted there), /dev, and /run/gpuctk/mps (in the harness's
@@ -194,6 +195,7 @@ func TestKubeletDaemonSet(t *testing.T) {
 		driverRoot: fakeDriver(t, bin),
 		hook:       filepath.Join(t.TempDir(), "bin"),
 		features:   filepath.Join(t.TempDir(), "features.d"),
+		store:      filepath.Join(t.TempDir(), "driver"),
 	}
 	for name, data := range cm.Data {
 		if err := os.WriteFile(filepath.Join(h.config, name), []byte(data), 0o644); err != nil {
@@ -270,13 +272,23 @@ func TestKubeletDaemonSet(t *testing.T) {
 		if !hostPaths[wantHook] {
 			t.Errorf("the spec does not call the hook in --hook-dir, %s", wantHook)
 		}
-		// Rebased from /driver-root: the fake root's libraries and nodes.
-		// The DaemonSet's driver root is read-only: no driver folder can
-		// be made there, so each file is mounted (libcuda's host path).
-		for _, p := range []string{"dev/nvidia0", "usr/lib/x86_64-linux-gnu/libcuda.so.580.65.06"} {
-			if !hostPaths[filepath.Join(h.driverRoot, p)] {
-				t.Errorf("the spec does not name the fake root's /%s", p)
+		// Rebased from /driver-root: the fake root's nodes. The
+		// DaemonSet's driver root is read-only: no hard link can be made
+		// there, so the driver folder is made in --driver-store (a host
+		// folder at the same path), copies of the fake root's libraries,
+		// libcuda's among them, which the spec mounts.
+		if !hostPaths[filepath.Join(h.driverRoot, "dev/nvidia0")] {
+			t.Errorf("the spec does not name the fake root's /dev/nvidia0")
+		}
+		var inStore []string
+		for p := range hostPaths {
+			if strings.HasPrefix(p, h.store+"/") {
+				inStore = append(inStore, p)
 			}
+		}
+		copies, _ := filepath.Glob(filepath.Join(h.store, "*", "core", "libcuda.so.580.65.06"))
+		if len(inStore) == 0 || len(copies) != 1 {
+			t.Errorf("the spec mounts %q from --driver-store %s, which holds libcuda %q: want the driver folder there", inStore, h.store, copies)
 		}
 		for p := range hostPaths {
 			if _, err := os.Stat(p); err != nil {
