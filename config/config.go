@@ -291,9 +291,9 @@ func IsHostState(dir string) bool {
 	return dir == d.MPS.StateRoot || dir == d.Runtime.CacheDir
 }
 
-// maxFileSize bounds what Load reads: a config with every key and a
+// MaxFileSize bounds what Load reads: a config with every key and a
 // thousand [[sharing]] entries is under 1 MiB.
-const maxFileSize = 4 << 20
+const MaxFileSize = 4 << 20
 
 // Load reads the file at path. A missing file at the default path gives
 // the defaults; a missing file named explicitly is an error.
@@ -310,7 +310,7 @@ func LoadWatched(path string, explicit bool) (*Config, error) {
 }
 
 func load(path string, explicit bool, read func(string, int64) ([]byte, error)) (*Config, error) {
-	data, err := read(path, maxFileSize)
+	data, err := read(path, MaxFileSize)
 	if errors.Is(err, fs.ErrNotExist) && !explicit {
 		return Default(), nil
 	}

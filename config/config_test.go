@@ -118,7 +118,7 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(huge, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(huge, maxFileSize+1); err != nil {
+	if err := os.Truncate(huge, MaxFileSize+1); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"/dev/zero", huge} {

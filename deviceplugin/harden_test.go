@@ -111,7 +111,7 @@ func TestPlugin_ConfigFIFO(t *testing.T) {
 	if err := os.Rename(cfgPath+".new", cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the FIFO refused", func() bool { return strings.Contains(logs.String(), "it is a FIFO, not a regular file") })
+	waitFor(t, "the FIFO refused", func() bool { return strings.Contains(logs.String(), "a FIFO, not a regular file") })
 	k2 := restartKubelet(t, k, dir)
 	waitFor(t, "registrations with the restarted kubelet", func() bool { return len(k2.registered()) == 2 })
 	sock := filepath.Join(dir, socketName("nvidia.com/gpu.shared"))

@@ -75,7 +75,7 @@ func NewState(cfg *config.Config, set *offer.Set, spec []byte, kind string, caps
 			st.Notes = append(st.Notes, fmt.Sprintf("[kubernetes] driver-capabilities names %q but this host's driver has no files for it: containers get nothing more", name))
 		}
 	}
-	st.Notes = append(st.Notes, set.Warnings...)
+	st.Notes = append(append(st.Notes, set.Warnings...), set.Notes...)
 	return st, nil
 }
 

@@ -178,11 +178,12 @@ func (f *Files) Gather(driverRoot string, create bool, opts ...FolderOption) (st
 			}
 		}
 		keys := map[string]bool{}
+		var loose []int // members in no folder that can be mounted whole
 		for _, i := range members {
 			files[i].dir = own.mountable(files[i].m.HostPath, at[group] != "")
 			if files[i].dir == "" {
-				keys = nil
-				break
+				loose = append(loose, i)
+				continue
 			}
 			keys[files[i].folderKey()] = true
 		}
@@ -199,13 +200,19 @@ func (f *Files) Gather(driverRoot string, create bool, opts ...FolderOption) (st
 					fresh = append(fresh, k)
 				}
 			}
-			if keys != nil && len(fresh) <= 1 {
+			if len(keys) > 0 && len(fresh) <= 1 {
 				for _, k := range fresh {
 					common[k] = point
 				}
+				// What lies outside those folders (a vendor file in
+				// /etc) goes into the store alone: a few small files
+				// copied, not the driver's libraries.
+				for _, i := range loose {
+					stored = append(stored, files[i])
+				}
 				continue
 			}
-		} else if len(keys) == 1 {
+		} else if len(loose) == 0 && len(keys) == 1 {
 			continue // a capability's one mount, of its own
 		}
 		// Into the store. A capability's file in a folder the common

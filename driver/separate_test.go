@@ -401,3 +401,32 @@ func TestShared(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherLooseCoreFile: a file of the common edits outside the
+// prefix (OpenCL's vendor file in /etc, which the host's file system
+// holds) goes into the driver folder alone; the prefix is still mounted
+// whole and the libraries are not copied.
+func TestGatherLooseCoreFile(t *testing.T) {
+	root, f := prefixHost(t, true, nil)
+	fill(t, root, map[string]string{"etc/OpenCL/vendors/nvidia.icd": "libnvidia-opencl.so.1\n"})
+	f.Mounts = append(f.Mounts, &specs.Mount{HostPath: filepath.Join(root, "etc/OpenCL/vendors/nvidia.icd"), ContainerPath: "/etc/OpenCL/vendors/nvidia.icd", Options: fileOptions})
+	dir, err := f.Gather(root, true)
+	if err != nil || dir == "" {
+		t.Fatalf("Gather = %q, %v; want a driver folder for the vendor file", dir, err)
+	}
+	prefix := filepath.Join(root, "usr/local/nvidia")
+	if !slices.Contains(f.Whole, prefix) {
+		t.Errorf("mounted whole: %q; want the prefix still", f.Whole)
+	}
+	core, err := os.ReadDir(filepath.Join(dir, CoreGroup))
+	if err != nil || len(core) != 1 || core[0].Name() != "nvidia.icd" {
+		t.Errorf("the driver folder's core: %v, %v; want the vendor file alone", core, err)
+	}
+	var points []string
+	for _, m := range f.Mounts {
+		points = append(points, m.ContainerPath)
+	}
+	if len(f.Mounts) != 3 || len(slices.Compact(slices.Sorted(slices.Values(points)))) != 3 {
+		t.Errorf("common mounts:\n%s\nwant the prefix, the firmware and the driver folder's core, each at a point of its own", dump(f.Mounts))
+	}
+}

@@ -28,16 +28,26 @@ func LoadWatched(path string, explicit bool) (*config.Config, []string, error) {
 }
 
 func load(path string, explicit bool, read func(string, int64) ([]byte, error), loadTOML func(string, bool) (*config.Config, error)) (*config.Config, []string, error) {
-	data, err := read(path, MaxSize)
+	// config.toml's bound: a TOML config between NVIDIA's and it loads.
+	data, err := read(path, config.MaxFileSize)
 	if err == nil && IsConfigMap(data) {
 		return nil, nil, fmt.Errorf("config %s: a ConfigMap: mount it as a folder (--config-dir), or give one of its configs", path)
 	}
-	if err != nil || !isNVIDIA(data) {
-		if errors.Is(err, fs.ErrNotExist) || err == nil {
-			cfg, err := loadTOML(path, explicit)
-			return cfg, nil, err
-		}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		cfg, err := loadTOML(path, explicit) // the defaults, when allowed
+		return cfg, nil, err
+	case err != nil:
 		return nil, nil, fmt.Errorf("config %s: %w", path, err)
+	case !isNVIDIA(data):
+		// Parsed from the bytes read, not read again: a FIFO such as a
+		// shell's <(...) gives its content once.
+		cfg, err := config.Parse(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		cfg.Path = path
+		return cfg, nil, nil
 	}
 	outs, err := Convert(data, path)
 	if err != nil {

@@ -46,16 +46,16 @@ type Resource struct {
 // key can hold are errors naming the devices and entries. A resource
 // mixing whole devices and replicas or pooling devices of several kinds,
 // and a GPU in MIG mode advertised whole under "none", are warnings.
-func resources(set *Set, k config.Kubernetes) ([]Resource, []string, error) {
+func resources(set *Set, k config.Kubernetes) ([]Resource, []string, []string, error) {
 	if k.MIGStrategy == config.MIGSingle {
 		if err := checkSingle(set); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	byName := map[string]*Resource{}
 	strategy := map[string]string{} // resource -> strategy of its first entry
 	var errs []error
-	var warnings []string
+	var warnings, notes []string
 	said := map[string]bool{} // each error or warning once, not once per replica
 	for _, d := range set.Devices {
 		base, ok := baseResource(d, k.MIGStrategy)
@@ -96,7 +96,7 @@ func resources(set *Set, k config.Kubernetes) ([]Resource, []string, error) {
 		r.Devices = append(r.Devices, d)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	out := make([]Resource, 0, len(byName))
 	for _, r := range byName {
@@ -110,7 +110,7 @@ func resources(set *Set, k config.Kubernetes) ([]Resource, []string, error) {
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for i := range out {
@@ -128,11 +128,11 @@ func resources(set *Set, k config.Kubernetes) ([]Resource, []string, error) {
 			}
 		}
 		if len(mig) > 0 {
-			warnings = append(warnings, fmt.Sprintf(`GPU %s in MIG mode: advertised whole as nvidia.com/gpu under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise MIG devices`,
+			notes = append(notes, fmt.Sprintf(`GPU %s in MIG mode: advertised whole as nvidia.com/gpu under [kubernetes] mig-strategy "none"; set "mixed" or "single" to advertise MIG devices`,
 				strings.Join(mig, ", ")))
 		}
 	}
-	return out, warnings, nil
+	return out, warnings, notes, nil
 }
 
 // kindOf names what a pod asking for a device gets: the product, and the

@@ -153,12 +153,14 @@ resource = "nvidia.com/gpu-small"
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(set.Warnings) != len(tc.warn) {
-				t.Errorf("warnings:\n%s\nwant %d", strings.Join(set.Warnings, "\n"), len(tc.warn))
+			// Warnings, then the notes of what Kubernetes is offered.
+			said := append(append([]string(nil), set.Warnings...), set.Notes...)
+			if len(said) != len(tc.warn) {
+				t.Errorf("warnings and notes:\n%s\nwant %d", strings.Join(said, "\n"), len(tc.warn))
 			}
 			for i, w := range tc.warn {
-				if i < len(set.Warnings) && !strings.Contains(set.Warnings[i], w) {
-					t.Errorf("warning %d: %s\nwant one containing %q", i, set.Warnings[i], w)
+				if i < len(said) && !strings.Contains(said[i], w) {
+					t.Errorf("warning %d: %s\nwant one containing %q", i, said[i], w)
 				}
 			}
 			var got []string

@@ -35,6 +35,11 @@ type Set struct {
 	// Warnings are what an operator should know of the resolution that
 	// does not stop it: every reader shows them.
 	Warnings []string
+	// Notes concern only what the node advertises to Kubernetes and is
+	// as NVIDIA's plugin has it (a GPU in MIG mode offered whole under
+	// the none strategy): the plugin, `config check` and `labels` show
+	// them; `cdi generate`, whose spec serves every engine, does not.
+	Notes []string
 }
 
 // Device is one CDI device entry: a whole GPU (in MIG mode or not), a
@@ -212,7 +217,7 @@ func Resolve(host *inventory.Host, cfg *config.Config) (*Set, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	set.Resources, set.Warnings, set.Refused = resources(set, cfg.Kubernetes)
+	set.Resources, set.Warnings, set.Notes, set.Refused = resources(set, cfg.Kubernetes)
 	return set, nil
 }
 

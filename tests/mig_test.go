@@ -469,7 +469,7 @@ func TestMIGApplyH200(t *testing.T) {
 	}
 	before, _ := os.ReadFile(host)
 	out, errs, code := gpuctkRun(t, nil, "mig", "apply", "-f", layouts, "-c", "two-me", "--simulate", host)
-	if code == 0 || out != "" || strings.TrimSpace(errs) != `gpuctk: MIG config `+layouts+`, config "two-me": GPU 0 (NVIDIA H200): 2 x 1g.18gb+me: the H200-141GB holds at most 1` {
+	if code == 0 || out != "" || strings.TrimSpace(errs) != `gpuctk: MIG config `+layouts+`, config "two-me" entry 1: GPU 0 (NVIDIA H200): 2 x 1g.18gb+me: the H200-141GB holds at most 1` {
 		t.Errorf("two +me instances: exit %d: %s%s", code, out, errs)
 	}
 	if after, _ := os.ReadFile(host); string(after) != string(before) {

@@ -284,7 +284,7 @@ func TestMPSBadInput(t *testing.T) {
 			"config %s: [[sharing]] entry 1: MPS device GPU 0 (" + dgxGPU0 + "): its control socket " + longStateRoot + "/" + dgxGPU0 +
 				"/pipe/control_privileged is 138 bytes long, over the 107 a unix socket allows: choose a shorter [mps] state-root"},
 		{"unknown simulated host", "nosuch", entry(`"0"`, 2, ""), nil,
-			`simulated host "nosuch" is not known: use one of dgx-a100, dgx-h100-mig, h100, l40s, p100, or a profile file path`},
+			`simulated host "nosuch" is not known: use one of a30, dgx-a100, dgx-h100-mig, h100, h200, l40s, p100, or a profile file path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newMPSEnv(t, tc.config)

@@ -74,7 +74,7 @@ func checkOne(c *cli.Context, h *inventory.Host, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range set.Warnings {
+	for _, w := range append(set.Warnings, set.Notes...) {
 		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", w)
 	}
 	if set.Refused != nil {

@@ -37,6 +37,9 @@ func printLabels(c *cli.Context) error {
 		return err
 	}
 	warnResolution(c, set)
+	for _, n := range set.Notes {
+		fmt.Fprintln(c.App.ErrWriter, "gpuctk: warning:", n)
+	}
 	l, err := labels.For(set, cfg.Kubernetes)
 	if err != nil {
 		return err
