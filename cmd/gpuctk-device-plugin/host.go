@@ -13,13 +13,12 @@ import (
 	"github.com/gpuctk/gpuctk/cdi"
 	"github.com/gpuctk/gpuctk/config"
 	"github.com/gpuctk/gpuctk/deviceplugin"
-	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/nodespec"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/labels"
 	"github.com/gpuctk/gpuctk/mps"
-	"github.com/gpuctk/gpuctk/offer"
 )
 
 // envVar is the environment variable a flag reads: GPUCTK_KUBELET_DIR for
@@ -48,10 +47,6 @@ func flags() []cli.Flag {
 // does, and resolves what to advertise; it runs at start and at every
 // configuration change.
 func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
-	cfg, err := config.Load(c.String("config"), c.IsSet("config"))
-	if err != nil {
-		return nil, err
-	}
 	set := map[string]string{}
 	for _, name := range []string{"driver-root", "dev-root", "host-driver-root"} {
 		if c.IsSet(name) {
@@ -61,46 +56,18 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 	if dir := c.String("hook-dir"); dir != "" {
 		set["hook-path"] = filepath.Join(dir, "gpuctk-hook")
 	}
-	if len(set) > 0 {
-		if err := cfg.Override(set); err != nil {
-			return nil, err
-		}
-	}
-	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot)
+	cfg, err := nodespec.Config(c.String("config"), c.IsSet("config"), set)
 	if err != nil {
 		return nil, err
 	}
-	if p == nil {
-		h.ReadNUMA(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
-	}
-	offered, err := offer.Resolve(h, cfg)
+	n, err := nodespec.Load(cfg, c.String("simulate"), c.IsSet("driver-root") || c.IsSet("dev-root"), log)
 	if err != nil {
 		return nil, err
 	}
-	var files *driver.Files
-	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
-		files = driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)
-	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion); err != nil {
-		return nil, err
-	} else if *cfg.CDI.DriverFolder {
-		// As `gpuctk cdi generate` does; a driver upgrade replaces the
-		// kernel module, so an older version's folder serves no container.
-		folder, err := files.Gather(cfg.CDI.DriverRoot, true)
-		if err != nil {
-			log.Info("the driver's files are mounted one by one, not as one folder ([cdi] driver-folder = false stops trying)", "why", err)
-		} else if folder != "" {
-			if err := driver.PruneFolders(cfg.CDI.DriverRoot, folder); err != nil {
-				log.Warn("old driver folders not removed", "err", err)
-			}
-		}
-	}
-	spec, kind, sum, err := cdi.Build(offered, files, cfg, "yaml")
-	if err != nil {
-		return nil, err
-	}
+	offered := n.Set
 	// Resolved before anything is written: a configuration the plugin
 	// refuses leaves the last good one's mount points and labels.
-	st, err := deviceplugin.NewState(cfg, offered, spec, kind, sum.Capabilities, p != nil)
+	st, err := deviceplugin.NewState(cfg, offered, n.Spec, n.Kind, n.Summary.Capabilities, n.Simulated)
 	if err != nil {
 		return nil, err
 	}
