@@ -7,7 +7,7 @@
 IMAGE_VERSION ?= $(shell echo '$(VERSION)' | tr -c 'A-Za-z0-9_.\n-' '_')
 IMAGE_NAME    ?= docker.io/gpuctk/gpuctk:$(IMAGE_VERSION)
 IMAGE_ARCHIVE ?= dist/gpuctk-image.tar
-IMAGE_BINS    ?= gpuctk gpuctk-hook gpuctk-runtime gpuctk-device-plugin
+IMAGE_BINS    ?= gpuctk gpuctk-hook gpuctk-runtime gpuctk-device-plugin gpuctk-dra
 
 .PHONY: image
 image: $(addprefix $(BIN)/,$(IMAGE_BINS))
