@@ -123,6 +123,9 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 	defer p.helper.Stop()
 	if err := p.publish(ctx, st); err != nil {
+		if ctx.Err() != nil { // stopped while the informer synced
+			return nil
+		}
 		return err
 	}
 	p.log.Info("serving", "driver", p.name, "node", p.nodeName, "devices", len(st.Devices))
