@@ -11,6 +11,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpuctk/gpuctk/config"
@@ -22,6 +24,9 @@ type kustomization struct {
 	Kind       string   `json:"kind"`
 	Namespace  string   `json:"namespace,omitempty"`
 	Resources  []string `json:"resources"`
+	Patches    []struct {
+		Patch string `json:"patch"`
+	} `json:"patches,omitempty"`
 }
 
 // decode reads a manifest strictly: an unknown or misspelt field fails.
@@ -43,7 +48,7 @@ func decode(t *testing.T, path string, v any) {
 // Kubernetes API types, strictly, and checks that none is left unlisted.
 func TestManifests(t *testing.T) {
 	objects := map[string]any{}
-	for _, dir := range []string{".", "mps"} {
+	for _, dir := range []string{".", "mps", "dra"} {
 		var k kustomization
 		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -74,6 +79,14 @@ func TestManifests(t *testing.T) {
 				obj = &nodev1.RuntimeClass{}
 			case "DaemonSet":
 				obj = &appsv1.DaemonSet{}
+			case "DeviceClass":
+				obj = &resourceapi.DeviceClass{}
+			case "ServiceAccount":
+				obj = &corev1.ServiceAccount{}
+			case "ClusterRole":
+				obj = &rbacv1.ClusterRole{}
+			case "ClusterRoleBinding":
+				obj = &rbacv1.ClusterRoleBinding{}
 			default:
 				t.Fatalf("%s: kind %q has no check here", p, meta.Kind)
 			}
@@ -122,6 +135,16 @@ func TestManifests(t *testing.T) {
 			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationBidirectional,
 				"/driver-root": corev1.MountPropagationHostToContainer},
 			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml"},
+		},
+		{
+			file:    "dra/dra-driver.yaml",
+			command: []string{"/usr/bin/gpuctk-dra", "--driver-root", "/driver-root", "--host-driver-root", "/", "--dev-root", "/"},
+			mounts: map[string]string{"/var/lib/kubelet/plugins": "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry": "/var/lib/kubelet/plugins_registry",
+				"/var/lib/kubelet/device-plugins": "/var/lib/kubelet/device-plugins",
+				"/var/run/cdi":                    "/var/run/cdi", "/etc/gpuctk": "", "/driver-root": "/", "/dev": "/dev", "/run/gpuctk/mps": "/run/gpuctk/mps"},
+			propagation: map[string]corev1.MountPropagationMode{"/run/gpuctk/mps": corev1.MountPropagationHostToContainer,
+				"/driver-root": corev1.MountPropagationHostToContainer},
+			env: map[string]string{"GPUCTK_CONFIG": "/etc/gpuctk/config.toml", "GPUCTK_CDI_DIR": "/var/run/cdi"},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
