@@ -48,12 +48,25 @@ func newKubeletDirs(t *testing.T) kubeletDirs {
 // start runs the plugin for a simulated l40s host until the test ends or
 // stop is called; stop returns Run's error.
 func start(t *testing.T, dirs kubeletDirs, client *fake.Clientset) (stop func() error) {
+	return startWithConfig(t, dirs, client, "")
+}
+
+// startWithConfig is start with a configuration file, reloaded when it
+// changes ("": the defaults).
+func startWithConfig(t *testing.T, dirs kubeletDirs, client *fake.Clientset, configPath string) (stop func() error) {
 	t.Helper()
 	load := func() (*nodespec.Node, error) {
-		return nodespec.Load(config.Default(), "l40s", false, slog.New(slog.DiscardHandler))
+		cfg := config.Default()
+		if configPath != "" {
+			var err error
+			if cfg, err = nodespec.Config(configPath, true, nil); err != nil {
+				return nil, err
+			}
+		}
+		return nodespec.Load(cfg, "l40s", false, slog.New(slog.DiscardHandler))
 	}
 	p := New(DefaultName, "node-a", client, load, WithCDIDir(dirs.cdi), WithPluginDir(dirs.plugin),
-		WithRegistrarDir(dirs.registrar), WithDevicePluginDir(dirs.devicePlugins))
+		WithRegistrarDir(dirs.registrar), WithDevicePluginDir(dirs.devicePlugins), WithConfigPath(configPath))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -149,26 +162,7 @@ func TestKubeletSide(t *testing.T) {
 	checkpointHas(t, dirs, "claim-uid-1", true)
 
 	// Published: the l40s's four GPUs in the node's pool.
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, s := range slices.Items {
-			if s.Spec.Driver == DefaultName && s.Spec.Pool.Name == "node-a" && s.Spec.NodeName != nil && *s.Spec.NodeName == "node-a" {
-				for _, d := range s.Spec.Devices {
-					names = append(names, d.Name)
-				}
-			}
-		}
-		if strings.Join(names, " ") == "gpu-0 gpu-1 gpu-2 gpu-3" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("published devices %q, want gpu-0 to gpu-3", names)
-		}
-	}
+	waitPublished(t, client, "gpu-0 gpu-1 gpu-2 gpu-3")
 
 	// Restarted: the new driver unprepares what the old one prepared.
 	if err := stop(); err != nil {
@@ -186,6 +180,54 @@ func TestKubeletSide(t *testing.T) {
 		}
 		checkpointHas(t, dirs, "claim-uid-1", false)
 	}
+}
+
+// waitPublished waits for the node's pool to list the devices want
+// (names, space-separated), 20 s at most.
+func waitPublished(t *testing.T, client *fake.Clientset, want string) {
+	t.Helper()
+	var names []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		slices, err := client.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = nil
+		for _, s := range slices.Items {
+			if s.Spec.Driver == DefaultName && s.Spec.Pool.Name == "node-a" && s.Spec.NodeName != nil && *s.Spec.NodeName == "node-a" {
+				for _, d := range s.Spec.Devices {
+					names = append(names, d.Name)
+				}
+			}
+		}
+		if strings.Join(names, " ") == want {
+			return
+		}
+	}
+	t.Fatalf("published devices %q, want %s", names, want)
+}
+
+// TestReload: a configuration change republishes the devices (GPU 0
+// shared in two replicas); a bad one keeps the last good devices.
+func TestReload(t *testing.T) {
+	dirs := newKubeletDirs(t)
+	cfgPath := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(cfgPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", UID: "node-uid"}})
+	startWithConfig(t, dirs, client, cfgPath)
+	waitPublished(t, client, "gpu-0 gpu-1 gpu-2 gpu-3")
+	shared := "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
+	if err := os.WriteFile(cfgPath, []byte(shared), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, client, "gpu-0-replica-0 gpu-0-replica-1 gpu-1 gpu-2 gpu-3")
+	if err := os.WriteFile(cfgPath, []byte("[[sharing]]\ndevices = [\"9\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	waitPublished(t, client, "gpu-0-replica-0 gpu-0-replica-1 gpu-1 gpu-2 gpu-3")
 }
 
 func checkpointHas(t *testing.T, dirs kubeletDirs, uid string, want bool) {
