@@ -109,6 +109,11 @@ func (p *Plugin) Run(ctx context.Context) error {
 	if p.driver, err = NewDriver(p.name, filepath.Join(p.pluginDir, CheckpointName)); err != nil {
 		return err
 	}
+	// Followed before the first load: a change meanwhile is not missed.
+	w := p.watcher()
+	if w != nil {
+		defer w.Close()
+	}
 	st, err := p.apply()
 	if err != nil {
 		return err
@@ -129,7 +134,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 		return err
 	}
 	p.log.Info("serving", "driver", p.name, "node", p.nodeName, "devices", len(st.Devices))
-	p.watch(ctx)
+	p.watch(ctx, w)
 	if err := context.Cause(ctx); !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -182,19 +187,28 @@ func (p *Plugin) publish(ctx context.Context, st *State) error {
 	return p.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.nodeName: pool}})
 }
 
-// watch reloads on every configuration change until ctx ends.
-func (p *Plugin) watch(ctx context.Context) {
+// watcher follows the configuration's folder (an editor or a ConfigMap
+// update replaces the file); nil when there is none to follow.
+func (p *Plugin) watcher() *fsnotify.Watcher {
+	if p.configPath == "" {
+		return nil
+	}
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
-		defer w.Close()
-		// The folder, not the file: an editor or a ConfigMap update
-		// replaces it.
-		err = w.Add(filepath.Dir(p.configPath))
-	}
-	if p.configPath == "" || err != nil {
-		if err != nil {
-			p.log.Warn("config changes are not followed", "config", p.configPath, "err", err)
+		if err = w.Add(filepath.Dir(p.configPath)); err != nil {
+			w.Close()
 		}
+	}
+	if err != nil {
+		p.log.Warn("config changes are not followed", "config", p.configPath, "err", err)
+		return nil
+	}
+	return w
+}
+
+// watch reloads on every configuration change w reports until ctx ends.
+func (p *Plugin) watch(ctx context.Context, w *fsnotify.Watcher) {
+	if w == nil {
 		<-ctx.Done()
 		return
 	}

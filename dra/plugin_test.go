@@ -23,6 +23,7 @@ import (
 	"tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/gpuctk/gpuctk/config"
+	"github.com/gpuctk/gpuctk/internal/atomicfile"
 	"github.com/gpuctk/gpuctk/internal/nodespec"
 )
 
@@ -208,7 +209,9 @@ func waitPublished(t *testing.T, client *fake.Clientset, want string) {
 }
 
 // TestReload: a configuration change republishes the devices (GPU 0
-// shared in two replicas); a bad one keeps the last good devices.
+// shared in two replicas); a bad one keeps the last good devices. The
+// file is replaced whole, as a ConfigMap update or an editor does: one
+// rewritten in place is read empty, the defaults, while it is written.
 func TestReload(t *testing.T) {
 	dirs := newKubeletDirs(t)
 	cfgPath := filepath.Join(t.TempDir(), "config.toml")
@@ -219,11 +222,11 @@ func TestReload(t *testing.T) {
 	startWithConfig(t, dirs, client, cfgPath)
 	waitPublished(t, client, "gpu-0 gpu-1 gpu-2 gpu-3")
 	shared := "[[sharing]]\ndevices = [\"0\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"
-	if err := os.WriteFile(cfgPath, []byte(shared), 0o644); err != nil {
+	if err := atomicfile.WriteFile(cfgPath, []byte(shared), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitPublished(t, client, "gpu-0-replica-0 gpu-0-replica-1 gpu-1 gpu-2 gpu-3")
-	if err := os.WriteFile(cfgPath, []byte("[[sharing]]\ndevices = [\"9\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(cfgPath, []byte("[[sharing]]\ndevices = [\"9\"]\nstrategy = \"time-slicing\"\nreplicas = 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
