@@ -29,20 +29,21 @@ include $(wildcard mk/*.mk)
 .PHONY: all build man spec test fuzz bench deps lint clean
 all: build
 
-build: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
+build: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-dra $(BIN)/gpuctk-hook $(BIN)/gpuctk-runtime man
 
 # The man pages and bash completion: gpuctk's and the device plugin's are
 # written by the binaries themselves; the hook's and the runtime's, which
 # people do not run, are packaging/man/*.8.
-man: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin
+man: $(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-dra
 	$(BIN)/gpuctk man > $(BIN)/gpuctk.8
 	$(BIN)/gpuctk-device-plugin man > $(BIN)/gpuctk-device-plugin.8
+	$(BIN)/gpuctk-dra man > $(BIN)/gpuctk-dra.8
 	$(BIN)/gpuctk completion bash > $(BIN)/gpuctk.bash
 
-# gpuctk and the device plugin load NVML with dlopen (cgo). The hook and
-# the runtime are static and free of cgo: they run on every container
-# start and must not load NVML.
-$(BIN)/gpuctk $(BIN)/gpuctk-device-plugin: FORCE
+# gpuctk, the device plugin and the DRA driver load NVML with dlopen
+# (cgo). The hook and the runtime are static and free of cgo: they run on
+# every container start and must not load NVML.
+$(BIN)/gpuctk $(BIN)/gpuctk-device-plugin $(BIN)/gpuctk-dra: FORCE
 	$(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(notdir $@)
 #
 # Both also start with profstackdepth=0 added to the GODEBUG defaults the go
@@ -71,7 +72,7 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
-	@n=$$($(GO) list -deps ./cmd/gpuctk-hook ./cmd/gpuctk-runtime | grep -Ec 'go-nvml|gpuctk/inventory'); test $$n -eq 0 || { echo "hook or runtime links go-nvml or the embedded profiles (package inventory)"; exit 1; }
+	@n=$$($(GO) list -deps ./cmd/gpuctk-hook ./cmd/gpuctk-runtime | grep -Ec 'go-nvml|gpuctk/inventory|k8s.io/client-go|k8s.io/dynamic-resource-allocation'); test $$n -eq 0 || { echo "hook or runtime links go-nvml, the embedded profiles (package inventory) or the DRA driver's Kubernetes client"; exit 1; }
 
 test: deps lint
 	$(GO) test -race -count=1 -timeout 40m ./...

@@ -71,6 +71,8 @@ type Config struct {
 	Kubernetes Kubernetes `toml:"kubernetes"`
 	// MIG holds the layout gpuctk-mig.service applies at boot.
 	MIG MIGConfig `toml:"mig"`
+	// DRA holds the DRA driver's settings.
+	DRA DRA `toml:"dra"`
 	// Path is the file the configuration was read from, "" for defaults.
 	Path string `toml:"-"`
 }
@@ -178,6 +180,29 @@ type Kubernetes struct {
 	DriverCapabilities []string `toml:"driver-capabilities"`
 }
 
+// DRA holds the settings of gpuctk-dra, the Dynamic Resource Allocation
+// driver.
+type DRA struct {
+	// DriverName is the driver's name in ResourceSlices, DeviceClasses
+	// and claims' opaque configuration.
+	DriverName string `toml:"driver-name"`
+}
+
+// validate checks the driver name is what the API takes: a DNS subdomain
+// of at most 63 characters.
+func (d *DRA) validate() error {
+	n := d.DriverName
+	ok := len(n) <= 63
+	for _, part := range strings.Split(n, ".") {
+		ok = ok && part != "" && part[0] != '-' && part[len(part)-1] != '-' &&
+			strings.Trim(part, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
+	}
+	if !ok {
+		return fmt.Errorf("driver-name %q is not a DNS subdomain of at most 63 characters (lower-case letters, digits, '-' and '.'): use a domain of yours such as gpu.example.com", n)
+	}
+	return nil
+}
+
 // MPSConfig holds the settings of the MPS control daemons.
 type MPSConfig struct {
 	StateRoot string `toml:"state-root"`
@@ -244,6 +269,7 @@ func (c *Config) setDefaults() {
 			*b = &t
 		}
 	}
+	setDefault(&c.DRA.DriverName, "gpu.gpuctk.io")
 	setDefault(&c.MPS.StateRoot, "/run/gpuctk/mps")
 	if c.MPS.ShmSize == 0 {
 		c.MPS.ShmSize = 1 << 30
@@ -360,6 +386,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.Runtime.validate(); err != nil {
 		return fmt.Errorf("[runtime] %w", err)
+	}
+	if err := c.DRA.validate(); err != nil {
+		return fmt.Errorf("[dra] %w", err)
 	}
 	return nil
 }

@@ -63,6 +63,8 @@ func TestParseErrors(t *testing.T) {
 		{"relative library search path", "[cdi]\nlibrary-search-paths = [\"/home/kubernetes/bin/nvidia/lib64\", \"lib64\"]\n", `"library-search-paths" holds "lib64", not an absolute path`},
 		{"relative cache-dir", "[runtime]\ncache-dir = \"runtime-cache\"\n", `[runtime] "cache-dir" "runtime-cache" is not an absolute path`},
 		{"relative log-file", "[runtime]\nlog-file = \"gpuctk-runtime.log\"\n", `[runtime] "log-file" "gpuctk-runtime.log" is not an absolute path`},
+		{"dra driver-name", "[dra]\ndriver-name = \"GPU.example\"\n", `[dra] driver-name "GPU.example" is not a DNS subdomain of at most 63 characters (lower-case letters, digits, '-' and '.'): use a domain of yours such as gpu.example.com`},
+		{"dra empty label", "[dra]\ndriver-name = \"gpu..example.com\"\n", `[dra] driver-name "gpu..example.com" is not a DNS subdomain`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.data))

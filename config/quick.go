@@ -40,7 +40,7 @@ func decodeQuick(data []byte) (c Config, ok bool) {
 				c.Sharing = append(c.Sharing, Sharing{})
 			} else {
 				switch name {
-				case "cdi", "mps", "runtime", "kubernetes", "mig":
+				case "cdi", "mps", "runtime", "kubernetes", "mig", "dra":
 				default:
 					return c, false
 				}
@@ -72,6 +72,8 @@ func decodeQuick(data []byte) (c Config, ok bool) {
 				ok = c.Kubernetes.setQuick(key, v)
 			case "mig":
 				ok = c.MIG.setQuick(key, v)
+			case "dra":
+				ok = key == "driver-name" && quickString(v, &c.DRA.DriverName)
 			case "sharing":
 				ok = c.Sharing[len(c.Sharing)-1].setQuick(key, v)
 			default:

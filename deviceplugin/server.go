@@ -47,6 +47,11 @@ type server struct {
 	grpc *grpc.Server
 }
 
+// SocketPattern matches the sockets of every resource in the kubelet's
+// device-plugins folder (filepath.Match syntax): how the DRA driver tells
+// that the device plugin serves the node's GPUs.
+const SocketPattern = "gpuctk-*.sock"
+
 // socketName is the plugin's socket in the kubelet dir for a resource:
 // gpuctk-nvidia.com_gpu.sock.
 func socketName(resource string) string {

@@ -38,7 +38,7 @@ func For(set *offer.Set, k config.Kubernetes) (Labels, error) {
 	l["gpu.count"] = strconv.Itoa(len(h.GPUs))
 	var productParts []string // after the name: "MIG", the profile, "SHARED"
 	l["gpu.memory"] = strconv.FormatUint(g.MemoryMiB, 10)
-	l["gpu.family"] = family(major, minor)
+	l["gpu.family"] = inventory.Architecture(g.ComputeCapability)
 	l["gpu.compute.major"] = strconv.Itoa(major)
 	l["gpu.compute.minor"] = strconv.Itoa(minor)
 	l["mig.capable"] = strconv.FormatBool(migCapable(h))
@@ -272,36 +272,6 @@ func computeCapability(cc string) (major, minor int) {
 	major, _ = strconv.Atoi(a)
 	minor, _ = strconv.Atoi(b)
 	return major, minor
-}
-
-// family names a GPU architecture by compute capability, as GPU feature
-// discovery does.
-func family(major, minor int) string {
-	switch {
-	case major == 1:
-		return "tesla"
-	case major == 2:
-		return "fermi"
-	case major == 3:
-		return "kepler"
-	case major == 5:
-		return "maxwell"
-	case major == 6:
-		return "pascal"
-	case major == 7 && minor < 5:
-		return "volta"
-	case major == 7:
-		return "turing"
-	case major == 8 && minor == 9:
-		return "ada-lovelace"
-	case major == 8:
-		return "ampere"
-	case major == 9:
-		return "hopper"
-	case major == 10 || major == 12:
-		return "blackwell"
-	}
-	return "undefined"
 }
 
 // migCapable reports whether the host has a GPU that can run in MIG mode:

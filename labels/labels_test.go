@@ -94,7 +94,7 @@ func TestSliceCountsAndFamily(t *testing.T) {
 	for _, tc := range []struct {
 		cc, want string
 	}{{"6.0", "pascal"}, {"7.0", "volta"}, {"7.5", "turing"}, {"8.0", "ampere"}, {"8.6", "ampere"}, {"8.9", "ada-lovelace"}, {"9.0", "hopper"}, {"10.0", "blackwell"}, {"", "undefined"}} {
-		if got := family(computeCapability(tc.cc)); got != tc.want {
+		if got := inventory.Architecture(tc.cc); got != tc.want {
 			t.Errorf("%q: %s, want %s", tc.cc, got, tc.want)
 		}
 	}

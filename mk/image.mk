@@ -17,7 +17,7 @@ CHART_REPOSITORY := $(shell sed -n 's/^  repository: *//p' deployments/helm/gpuc
 IMAGE_REPOSITORY ?= $(if $(REGISTRY),$(REGISTRY)/gpuctk,$(CHART_REPOSITORY))
 IMAGE_NAME       ?= $(IMAGE_REPOSITORY):$(IMAGE_TAG)
 IMAGE_ARCHIVE    ?= dist/gpuctk-image.tar
-IMAGE_BINS       ?= gpuctk gpuctk-hook gpuctk-runtime gpuctk-device-plugin
+IMAGE_BINS       ?= gpuctk gpuctk-hook gpuctk-runtime gpuctk-device-plugin gpuctk-dra
 
 .PHONY: image print-image
 image: $(addprefix $(BIN)/,$(IMAGE_BINS))

@@ -19,13 +19,13 @@ import (
 	"github.com/gpuctk/gpuctk/deviceplugin"
 	"github.com/gpuctk/gpuctk/driver"
 	"github.com/gpuctk/gpuctk/internal/atomicfile"
+	"github.com/gpuctk/gpuctk/internal/nodespec"
 	"github.com/gpuctk/gpuctk/internal/readfile"
 	"github.com/gpuctk/gpuctk/inventory"
 	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/labels"
 	"github.com/gpuctk/gpuctk/mps"
 	"github.com/gpuctk/gpuctk/nvconfig"
-	"github.com/gpuctk/gpuctk/offer"
 )
 
 // envVar is the environment variable a flag reads: GPUCTK_KUBELET_DIR for
@@ -90,42 +90,14 @@ func load(c *cli.Context, log *slog.Logger) (*deviceplugin.State, error) {
 			return nil, err
 		}
 	}
-	search := driver.WithLibrarySearchPaths(cfg.CDI.LibrarySearchPaths...)
-	h, p, err := nvmlhost.Load(c.String("simulate"), cfg.CDI.DriverRoot, search)
+	n, err := nodespec.Load(cfg, c.String("simulate"), c.IsSet("driver-root") || c.IsSet("dev-root"), log)
 	if err != nil {
 		return nil, err
 	}
-	if p == nil {
-		h.ReadPlatform(cfg.CDI.DevRootOrDriver()) // a simulated host's are its profile's
-	}
-	offered, err := offer.Resolve(h, cfg)
-	if err != nil {
-		return nil, err
-	}
-	var files *driver.Files
-	if p != nil && !c.IsSet("driver-root") && !c.IsSet("dev-root") {
-		files = driver.Standard(h.DriverVersion, p.UVMMajor, p.CapsMajor)
-	} else if files, err = driver.Discover(cfg.CDI.DriverRoot, cfg.CDI.DevRootOrDriver(), h.DriverVersion, search); err != nil {
-		return nil, err
-	} else if *cfg.CDI.DriverFolder {
-		// As `gpuctk cdi generate` does; a driver upgrade replaces the
-		// kernel module, so an older version's folder serves no container.
-		folder, err := files.Gather(cfg.CDI.DriverRoot, true, cdi.FolderOptions(cfg)...)
-		if err != nil {
-			log.Info("the driver's files are mounted one by one, not as one folder ([cdi] driver-folder = false stops trying)", "why", err)
-		} else if folder != "" {
-			if err := driver.PruneFolders(folder); err != nil {
-				log.Warn("old driver folders not removed", "err", err)
-			}
-		}
-	}
-	spec, kind, sum, err := cdi.Build(offered, files, cfg, "yaml")
-	if err != nil {
-		return nil, err
-	}
+	offered := n.Set
 	// Resolved before anything is written: a configuration the plugin
 	// refuses leaves the last good one's mount points and labels.
-	st, err := deviceplugin.NewState(cfg, offered, spec, kind, sum.Capabilities, p != nil)
+	st, err := deviceplugin.NewState(cfg, offered, n.Spec, n.Kind, n.Summary.Capabilities, n.Simulated)
 	if err != nil {
 		return nil, err
 	}

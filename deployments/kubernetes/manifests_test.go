@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -30,7 +31,8 @@ type kustomization struct {
 	Resources  []string `json:"resources,omitempty"`
 	Components []string `json:"components,omitempty"`
 	Patches    []struct {
-		Path string `json:"path"`
+		Path  string `json:"path,omitempty"`
+		Patch string `json:"patch,omitempty"`
 	} `json:"patches,omitempty"`
 }
 
@@ -73,6 +75,8 @@ func typed(t *testing.T, where, kind string) any {
 		return &rbacv1.ClusterRole{}
 	case "ClusterRoleBinding":
 		return &rbacv1.ClusterRoleBinding{}
+	case "DeviceClass":
+		return &resourceapi.DeviceClass{}
 	}
 	t.Fatalf("%s: kind %q has no check here", where, kind)
 	return nil
@@ -93,7 +97,7 @@ func kindOf(t *testing.T, where string, data []byte) string {
 // with the Kubernetes API types, strictly, and checks that none is left
 // unlisted. What they deploy together is checked in TestRendered.
 func TestManifests(t *testing.T) {
-	for _, dir := range []string{".", "mps", "mps-host", "per-node"} {
+	for _, dir := range []string{".", "mps", "mps-host", "per-node", "dra"} {
 		var k kustomization
 		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
 		listed := slices.Clone(k.Resources)
