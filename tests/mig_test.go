@@ -262,6 +262,27 @@ func TestMIGBadInput(t *testing.T) {
 	}
 }
 
+// simulatedApplyRoot applies layout to a copy of an embedded profile and
+// returns the spec written and a dev root of the host after the change,
+// with the MIG capability nodes that a driver makes as instances appear.
+func simulatedApplyRoot(t *testing.T, profile, layout string) (spec, devRoot string) {
+	t.Helper()
+	simHost := simulatedProfile(t, profile)
+	spec = filepath.Join(t.TempDir(), "sim.json")
+	if _, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", layout, "--simulate", simHost, "--output", spec); code != 0 {
+		t.Fatalf("simulated apply: %s", errs)
+	}
+	after, err := inventory.LoadProfile(simHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devRoot = t.TempDir()
+	if err := fakehost.Build(devRoot, after); err != nil {
+		t.Fatal(err)
+	}
+	return spec, devRoot
+}
+
 // TestMIGApplyNVML runs the shipped gpuctk on its production path against
 // the NVML test double: apply changes the MIG layout through go-nvml and
 // writes the spec from what NVML then reports, which offers the devices
@@ -271,23 +292,8 @@ func TestMIGApplyNVML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The simulated apply gives the host after the change, whose MIG
-	// capability nodes the dev root needs (a driver makes them as
-	// instances appear).
-	simHost := simulatedProfile(t, "dgx-a100")
-	simSpec := filepath.Join(t.TempDir(), "sim.json")
-	if _, errs, code := gpuctkRun(t, nil, "mig", "apply", "-c", "all-balanced", "--simulate", simHost, "--output", simSpec); code != 0 {
-		t.Fatalf("simulated apply: %s", errs)
-	}
-	after, err := inventory.LoadProfile(simHost)
-	if err != nil {
-		t.Fatal(err)
-	}
+	simSpec, devRoot := simulatedApplyRoot(t, "dgx-a100", "all-balanced")
 	root, hostFile := nvmlRoot(t, before)
-	devRoot := t.TempDir()
-	if err := fakehost.Build(devRoot, after); err != nil {
-		t.Fatal(err)
-	}
 	env := []string{fakenvml.EnvVar + "=" + hostFile}
 	// The lock of the host's MIG layout goes with the test's host, not
 	// this machine's /run.
@@ -352,6 +358,51 @@ func TestMIGApplyNVML(t *testing.T) {
 	}
 	if strings.Join(theirs, " ") != strings.Join(ours, " ") || len(ours) != 64 {
 		t.Errorf("nvidia-ctk offers MIG devices %v;\ngpuctk offers %v", theirs, ours)
+	}
+}
+
+// TestMIGApplyNVMLComputeProfileRefused applies all-1g.18gb to an H200
+// whose driver refuses the compute instance profile query: apply says so
+// in one note, creates the compute instances of NVML's 1-slice profile,
+// and the spec offers the 7 MIG devices a simulated apply gives.
+func TestMIGApplyNVMLComputeProfileRefused(t *testing.T) {
+	before, err := inventory.LoadProfile("h200")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSpec, devRoot := simulatedApplyRoot(t, "h200", "all-1g.18gb")
+	root, hostFile := nvmlRoot(t, before, fakenvml.Fault{Function: "nvmlGpuInstanceGetComputeInstanceProfileInfoV", GPU: -1, Return: nvml.ERROR_NO_PERMISSION})
+	spec := filepath.Join(t.TempDir(), "nvidia.json")
+	out, errs, code := gpuctkRun(t, []string{fakenvml.EnvVar + "=" + hostFile}, "mig", "apply", "-c", "all-1g.18gb", "--output", spec,
+		"--driver-root", root, "--dev-root", devRoot, "--lock", filepath.Join(t.TempDir(), "mig.lock"))
+	if code != 0 {
+		t.Fatalf("apply over NVML: exit %d: %s\n%s", code, errs, out)
+	}
+	// The code's text is the library's or go-nvml's, whichever is loaded.
+	start := "gpuctk: note: GPU " + before.GPUs[0].UUID + ": NVML: compute instance profile 0 of GPU instance 7: "
+	end := ": its compute instances take NVML's compute instance profile for their slice count"
+	var notes []string
+	for _, l := range strings.Split(errs, "\n") {
+		if strings.HasPrefix(l, "gpuctk: note:") {
+			notes = append(notes, l)
+		}
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], start) || !strings.HasSuffix(notes[0], end) || !strings.Contains(errs, "1 GPU, 7 MIG devices, 0 replicas") {
+		t.Errorf("stderr:\n%s\nwant one note:\n%s...%s", errs, start, end)
+	}
+	// MIG device UUIDs are NVML's and the simulator's each.
+	names := func(path string) string {
+		data, _ := os.ReadFile(path)
+		var out []string
+		for _, n := range nvmlDeviceNames(t, string(data)) {
+			if !strings.HasPrefix(n, "MIG-") {
+				out = append(out, n)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := names(spec), names(simSpec); got != want || !strings.Contains(got, "mig-6") {
+		t.Errorf("devices over NVML %s, simulated %s", got, want)
 	}
 }
 

@@ -101,7 +101,7 @@ func migDevice(c *cli.Context, cfg *config.Config) (dev mig.Device, close func()
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := src.MIG()
+	m, err := src.MIG(nvmlhost.WithNote(func(n string) { fmt.Fprintln(c.App.ErrWriter, "gpuctk: note:", n) }))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -18,16 +18,40 @@ type MIG struct {
 	// real: lib is a loaded library (Open), whose symbols can be looked
 	// up; go-nvml's mocks have none.
 	real bool
+	// note says what the caller should know, once per GPU (noted).
+	note  func(string)
+	noted map[string]bool
 }
 
 var _ mig.Device = (*MIG)(nil)
 
+// MIGOption changes how MIG works.
+type MIGOption func(*MIG)
+
+// WithNote hands note the line that says a GPU's driver did not tell a
+// compute instance profile and the one gpuctk took instead; by default
+// nothing is said.
+func WithNote(note func(string)) MIGOption {
+	return func(m *MIG) { m.note = note }
+}
+
 // MIG initialises NVML and returns the host's mig.Device.
-func (n *Source) MIG() (*MIG, error) {
+func (n *Source) MIG(opts ...MIGOption) (*MIG, error) {
 	if ret := n.lib.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("cannot load or initialise NVML: %w: %s", ret, initAdvice(ret, "is the NVIDIA driver installed?"))
 	}
-	return &MIG{lib: n.lib, real: n.path != ""}, nil
+	m := &MIG{lib: n.lib, real: n.path != "", note: func(string) {}, noted: map[string]bool{}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m, nil
+}
+
+// has reports whether the library exports symbol: calling one it lacks
+// (a V call of a driver older than it) ends the process. go-nvml's mocks
+// have no symbols and answer the unversioned calls only.
+func (m *MIG) has(symbol string) bool {
+	return m.real && m.lib.Extensions().LookupSymbol(symbol) == nil
 }
 
 // Close shuts NVML down.
@@ -103,9 +127,8 @@ func (m *MIG) Model(g *inventory.GPU) (*mig.Model, error) {
 		return nil, fmt.Errorf("NVML: memory info: %w", ret)
 	}
 	// The V call names the profile as nvidia-smi does; drivers before
-	// it (R470) lack the symbol, and calling a missing one ends the
-	// process.
-	named := m.real && m.lib.Extensions().LookupSymbol("nvmlDeviceGetGpuInstanceProfileInfoV") == nil
+	// it (R470) lack it.
+	named := m.has("nvmlDeviceGetGpuInstanceProfileInfoV")
 	var profiles []mig.Profile
 	for id := range nvml.GPU_INSTANCE_PROFILE_COUNT {
 		p, err := readProfile(d, id, named, mem.Total)
@@ -270,18 +293,105 @@ func (m *MIG) CreateGPUInstance(uuid string, p *mig.Profile, start int) (int, er
 	return int(gii.Id), nil
 }
 
-// computeProfiles maps a compute instance's slice count to NVML's compute
-// instance profile.
-var computeProfiles = map[int]int{
+// ComputeProfile is a compute instance profile of a GPU instance as the
+// driver reports it (nvmlGpuInstanceGetComputeInstanceProfileInfoV), a
+// line of nvidia-smi mig -lcip.
+type ComputeProfile struct {
+	// ID is NVML's compute instance profile (NVML_COMPUTE_INSTANCE_PROFILE_*).
+	ID int
+	// Name is the profile's name as nvidia-smi prints it, without "MIG "
+	// ("1g.18gb"); empty from drivers without the V call.
+	Name    string
+	Slices  int
+	SMCount int
+	// Engines are those its compute instances share with the GPU
+	// instance's other compute instances.
+	Engines inventory.Engines
+}
+
+// ComputeProfile reads the compute instance profile that spans GPU
+// instance id, the one gpuctk creates there: of NVML's compute instance
+// profiles, the first with as many slices as the GPU instance has.
+func (m *MIG) ComputeProfile(uuid string, id int) (*ComputeProfile, error) {
+	d, err := m.device(uuid)
+	if err != nil {
+		return nil, err
+	}
+	gi, ret := d.GetGpuInstanceById(id)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: GPU instance %d: %w", id, ret)
+	}
+	return m.spanning(d, gi, id)
+}
+
+// spanning is ComputeProfile for the GPU instance gi (id) of GPU d.
+func (m *MIG) spanning(d nvml.Device, gi nvml.GpuInstance, id int) (*ComputeProfile, error) {
+	gii, ret := gi.GetInfo()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: GPU instance %d info: %w", id, ret)
+	}
+	gip, ret := d.GetGpuInstanceProfileInfo(int(gii.ProfileId))
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("NVML: GPU instance profile %d of GPU instance %d: %w", gii.ProfileId, id, ret)
+	}
+	named := m.has("nvmlGpuInstanceGetComputeInstanceProfileInfoV")
+	for p := range nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+		cp, ret := readComputeProfile(gi, p, named)
+		if unsupported(ret) {
+			continue
+		}
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("NVML: compute instance profile %d of GPU instance %d: %w", p, id, ret)
+		}
+		if cp.Slices == int(gip.SliceCount) {
+			return cp, nil
+		}
+	}
+	return nil, fmt.Errorf("NVML reports no compute instance profile of %d slices for GPU instance %d", gip.SliceCount, id)
+}
+
+// readComputeProfile reads compute instance profile p (an
+// NVML_COMPUTE_INSTANCE_PROFILE_* constant) of gi, with its name where
+// the driver has the V call (named).
+func readComputeProfile(gi nvml.GpuInstance, p int, named bool) (*ComputeProfile, nvml.Return) {
+	var info nvml.ComputeInstanceProfileInfo
+	var name string
+	var ret nvml.Return
+	if named {
+		var v2 nvml.ComputeInstanceProfileInfo_v2
+		v2, ret = gi.GetComputeInstanceProfileInfoV(p, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED).V2()
+		info = nvml.ComputeInstanceProfileInfo{Id: v2.Id, SliceCount: v2.SliceCount, MultiprocessorCount: v2.MultiprocessorCount,
+			SharedCopyEngineCount: v2.SharedCopyEngineCount, SharedDecoderCount: v2.SharedDecoderCount,
+			SharedEncoderCount: v2.SharedEncoderCount, SharedJpegCount: v2.SharedJpegCount, SharedOfaCount: v2.SharedOfaCount}
+		name = strings.TrimPrefix(cString(v2.Name[:]), "MIG ")
+	} else {
+		info, ret = gi.GetComputeInstanceProfileInfo(p, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+	}
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return &ComputeProfile{ID: int(info.Id), Name: name, Slices: int(info.SliceCount), SMCount: int(info.MultiprocessorCount),
+		Engines: inventory.Engines{Copy: int(info.SharedCopyEngineCount), Decoder: int(info.SharedDecoderCount),
+			Encoder: int(info.SharedEncoderCount), JPEG: int(info.SharedJpegCount), OFA: int(info.SharedOfaCount)}}, nvml.SUCCESS
+}
+
+// bySlices maps a compute instance's slice count to NVML's compute
+// instance profile: what gpuctk creates where the driver does not tell
+// its profiles.
+var bySlices = map[int]int{
 	1: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE,
 	2: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE,
 	3: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE,
 	4: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE,
+	6: nvml.COMPUTE_INSTANCE_PROFILE_6_SLICE,
 	7: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE,
+	8: nvml.COMPUTE_INSTANCE_PROFILE_8_SLICE,
 }
 
 // CreateComputeInstance creates the compute instance that spans GPU
-// instance id.
+// instance id, of the profile the driver reports for it (ComputeProfile).
+// A driver that does not tell it gets the profile of p's slice count, and
+// the caller one note per GPU.
 func (m *MIG) CreateComputeInstance(uuid string, id int, p *mig.Profile) error {
 	d, err := m.device(uuid)
 	if err != nil {
@@ -291,16 +401,21 @@ func (m *MIG) CreateComputeInstance(uuid string, id int, p *mig.Profile) error {
 	if ret != nvml.SUCCESS {
 		return fmt.Errorf("NVML: GPU instance %d: %w", id, ret)
 	}
-	cp, ok := computeProfiles[p.ComputeSlices]
-	if !ok {
-		return errors.New("no compute instance profile spans " + p.Name)
+	cp, err := m.spanning(d, gi, id)
+	if err != nil {
+		fallback, ok := bySlices[p.ComputeSlices]
+		if !ok {
+			return fmt.Errorf("no compute instance profile spans %s: %w", p.Name, err)
+		}
+		if !m.noted[uuid] {
+			m.noted[uuid] = true
+			m.note(fmt.Sprintf("GPU %s: %v: its compute instances take NVML's compute instance profile for their slice count", uuid, err))
+		}
+		cp = &ComputeProfile{ID: fallback}
 	}
-	info, ret := gi.GetComputeInstanceProfileInfo(cp, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
-	if ret != nvml.SUCCESS {
-		return fmt.Errorf("NVML: compute instance profile of %s: %w", p.Name, ret)
-	}
-	if _, ret := gi.CreateComputeInstance(&info); ret != nvml.SUCCESS {
-		return fmt.Errorf("NVML: create compute instance: %w", ret)
+	// NVML reads only the profile id.
+	if _, ret := gi.CreateComputeInstance(&nvml.ComputeInstanceProfileInfo{Id: uint32(cp.ID)}); ret != nvml.SUCCESS {
+		return fmt.Errorf("NVML: create compute instance of profile %d: %w", cp.ID, ret)
 	}
 	return nil
 }

@@ -491,3 +491,39 @@ func TestModelWithoutNames(t *testing.T) {
 		t.Errorf("profiles %s (%d/%d slices), want %s", got.ProfileNames(), got.ComputeSlices, got.MemorySlices, want.ProfileNames())
 	}
 }
+
+// TestComputeProfileWithoutNames reads the compute instance profile that
+// spans GPU instances of go-nvml's DGX A100 mock, which (like drivers
+// before the V call) answers the unversioned call only: the profile of as
+// many slices, with the GPU instance's SMs and engines, and no name.
+func TestComputeProfileWithoutNames(t *testing.T) {
+	specs := map[int][]migSpec{}
+	for i, p := range []int{nvml.GPU_INSTANCE_PROFILE_1_SLICE, nvml.GPU_INSTANCE_PROFILE_2_SLICE, nvml.GPU_INSTANCE_PROFILE_3_SLICE,
+		nvml.GPU_INSTANCE_PROFILE_4_SLICE, nvml.GPU_INSTANCE_PROFILE_7_SLICE} {
+		specs[i] = []migSpec{{slot: 0, giProfile: p, ciProfile: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE}}
+	}
+	s := dgx(t, specs)
+	m, err := New(s).MIG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i, want := range []ComputeProfile{
+		{ID: nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, Slices: 1, SMCount: 14, Engines: inventory.Engines{Copy: 1}},
+		{ID: nvml.COMPUTE_INSTANCE_PROFILE_2_SLICE, Slices: 2, SMCount: 28, Engines: inventory.Engines{Copy: 2, Decoder: 1}},
+		{ID: nvml.COMPUTE_INSTANCE_PROFILE_3_SLICE, Slices: 3, SMCount: 42, Engines: inventory.Engines{Copy: 3, Decoder: 2}},
+		{ID: nvml.COMPUTE_INSTANCE_PROFILE_4_SLICE, Slices: 4, SMCount: 56, Engines: inventory.Engines{Copy: 4, Decoder: 2}},
+		{ID: nvml.COMPUTE_INSTANCE_PROFILE_7_SLICE, Slices: 7, SMCount: 98, Engines: inventory.Engines{Copy: 7, Decoder: 5, JPEG: 1, OFA: 1}},
+	} {
+		dev := s.Devices[i].(*dgxa100.Device)
+		gi, _ := dev.GetGpuInstanceById(0)
+		info, _ := gi.GetInfo()
+		got, err := m.ComputeProfile(dev.UUID, int(info.Id))
+		if err != nil {
+			t.Fatalf("GPU %d: %v", i, err)
+		}
+		if *got != want {
+			t.Errorf("GPU %d: compute instance profile %+v, want %+v", i, *got, want)
+		}
+	}
+}

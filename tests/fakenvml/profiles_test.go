@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
 	"github.com/gpuctk/gpuctk/inventory"
+	"github.com/gpuctk/gpuctk/inventory/nvmlhost"
 	"github.com/gpuctk/gpuctk/mig"
 	"github.com/gpuctk/gpuctk/tests/fakenvml"
 )
@@ -129,5 +132,90 @@ func TestUnknownModelThroughNVML(t *testing.T) {
 				t.Errorf("MIG devices %v, want %s", got, want)
 			}
 		})
+	}
+}
+
+// TestComputeProfilesThroughNVML creates a GPU instance of each profile of
+// each model through NVML and reads back the compute instance profile
+// that spans it (nvmlGpuInstanceGetComputeInstanceProfileInfoV, as
+// nvidia-smi mig -lcip lists it): its slices, SMs, engines and name are
+// the GPU instance profile's, and the compute instance made of it is the
+// MIG device of that profile.
+func TestComputeProfilesThroughNVML(t *testing.T) {
+	for _, m := range mig.Models() {
+		for _, p := range m.Profiles {
+			t.Run(m.Name+"/"+p.Name, func(t *testing.T) {
+				h := modelGPU(m, true)
+				useHost(t, h)
+				uuid := h.GPUs[0].UUID
+				dev := nvmlMIG(t)
+				gi, err := dev.CreateGPUInstance(uuid, &p, p.Starts[0])
+				if err != nil {
+					dev.Close()
+					t.Fatal(err)
+				}
+				got, err := dev.ComputeProfile(uuid, gi)
+				if err == nil {
+					err = dev.CreateComputeInstance(uuid, gi, &p)
+				}
+				dev.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := nvmlhost.ComputeProfile{ID: got.ID, Name: p.Name, Slices: p.ComputeSlices, SMCount: p.SMCount, Engines: p.Engines}
+				if *got != want || got.ID >= nvml.COMPUTE_INSTANCE_PROFILE_COUNT {
+					t.Errorf("compute instance profile %+v, want %+v", *got, want)
+				}
+				migs := nvmlHost(t).GPUs[0].MIG
+				// The MIG device's name follows the GPU's memory, which
+				// modelGPU does not give as the model's GPU has it.
+				if len(migs) != 1 || migs[0].GI != gi || migs[0].SMCount != p.SMCount || migs[0].MemoryMiB != p.MemoryMiB || migs[0].Engines != p.Engines {
+					t.Errorf("MIG devices %+v, want one of %d SMs, %d MiB, engines %+v in GPU instance %d", migs, p.SMCount, p.MemoryMiB, p.Engines, gi)
+				}
+			})
+		}
+	}
+}
+
+// TestComputeProfileRefused: a driver that refuses the compute instance
+// profile query still gets its compute instances, of NVML's profile for
+// their slice count, and the caller one note per GPU saying so.
+func TestComputeProfileRefused(t *testing.T) {
+	m, _ := mig.ModelOf(&inventory.GPU{Name: "NVIDIA H200"})
+	h := modelGPU(*m, false)
+	h.GPUs[0].MemoryMiB = 143771 // as NVML reports an H200's
+	useHost(t, h, fakenvml.Fault{Function: "nvmlGpuInstanceGetComputeInstanceProfileInfoV", GPU: -1, Return: nvml.ERROR_NO_PERMISSION})
+	cfg, err := mig.LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mig.Compute(nvmlHost(t), cfg, "all-1g.18gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := nvmlhost.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	dev, err := src.MIG(nvmlhost.WithNote(func(n string) { notes = append(notes, n) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mig.Apply(p, dev)
+	dev.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "GPU " + h.GPUs[0].UUID + ": NVML: compute instance profile 0 of GPU instance 7: Insufficient Permissions: its compute instances take NVML's compute instance profile for their slice count"
+	if len(notes) != 1 || notes[0] != want {
+		t.Errorf("notes %q, want one: %q", notes, want)
+	}
+	var got []string
+	for _, d := range nvmlHost(t).GPUs[0].MIG {
+		got = append(got, fmt.Sprintf("%d:%s:%d", d.GI, d.Profile, d.SMCount))
+	}
+	if want := "7:1g.18gb:16 8:1g.18gb:16 9:1g.18gb:16 10:1g.18gb:16 11:1g.18gb:16 12:1g.18gb:16 13:1g.18gb:16"; strings.Join(got, " ") != want {
+		t.Errorf("MIG devices %v, want %s", got, want)
 	}
 }

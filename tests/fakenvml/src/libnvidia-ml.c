@@ -1300,6 +1300,37 @@ EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance
 	return NVML_SUCCESS;
 }
 
+/* nvmlComputeInstanceProfileInfo_v2_t. */
+struct ci_profile_info_v2 {
+	unsigned int version;
+	struct ci_profile_info v1;
+	char name[96];
+};
+_Static_assert(sizeof(struct ci_profile_info_v2) == 136, "nvmlComputeInstanceProfileInfo_v2_t layout");
+
+/*
+ * The V call adds the name nvidia-smi mig -lcip prints: the GPU instance
+ * profile's for the profile that spans it ("MIG 1g.18gb"), with the
+ * compute slices before it for a smaller one ("MIG 1c.2g.35gb").
+ */
+EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gi, unsigned int profile,
+								  unsigned int engine, struct ci_profile_info_v2 *info)
+{
+	ENTER_GI(gi, info);
+	if (info->version != (sizeof *info | 2u << 24))
+		return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+	nvmlReturn_t ret = nvmlGpuInstanceGetComputeInstanceProfileInfo(gi, profile, engine, &info->v1);
+	if (ret != NVML_SUCCESS)
+		return ret;
+	const struct profile *pr = &profiles[gi->gpu - gpus][gi->profile];
+	memset(info->name, 0, sizeof info->name);
+	if (pr->name[0] && info->v1.slice_count == pr->compute)
+		snprintf(info->name, sizeof info->name, "MIG %s", pr->name);
+	else if (pr->name[0])
+		snprintf(info->name, sizeof info->name, "MIG %uc.%s", info->v1.slice_count, pr->name);
+	return NVML_SUCCESS;
+}
+
 EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gi, unsigned int profile,
 							 nvmlComputeInstance_t *ci)
 {
