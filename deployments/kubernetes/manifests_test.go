@@ -102,7 +102,9 @@ func TestManifests(t *testing.T) {
 		decode(t, filepath.Join(dir, "kustomization.yaml"), &k)
 		listed := slices.Clone(k.Resources)
 		for _, p := range k.Patches {
-			listed = append(listed, p.Path)
+			if p.Path != "" { // an inline patch has none
+				listed = append(listed, p.Path)
+			}
 		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		for _, f := range files {
