@@ -62,9 +62,15 @@ func (s *setup) updateCache(ldconfig string, folders []string, l Limits) error {
 		// there) and renames it; failing half-way (a full root, the
 		// file-size limit) it leaves that file in the image. The hooks of
 		// a root hold its lock: it is this one's ldconfig's.
+		// What is not in the root (a folder swapped for a link out of
+		// it) is no file left there; one that stays is said in the same
+		// line as the failure, which stays one line.
 		for _, p := range []string{"etc/ld.so.cache~", "var/cache/ldconfig/aux-cache~"} {
-			if err := s.root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.warn("/%s left by the failed ldconfig: %v", p, err)
+			if _, lerr := s.root.Lstat(p); lerr != nil {
+				continue
+			}
+			if rerr := s.root.Remove(p); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = fmt.Errorf("%w; /%s it left stays: %v", err, p, rerr)
 			}
 		}
 		return err
