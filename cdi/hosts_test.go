@@ -17,7 +17,7 @@ import (
 // is laid out as real hosts lay it out (see tests/fakehost/README.md)
 // with its golden file in testdata/hosts (go test ./cdi -update rewrites
 // them): the driver as a prefix on a read-only file system of its own,
-// as on the H200 host of ../shared/gpu-host/RECIPE.md, and GKE's, found
+// as on the H200 host of docs/hosts.md, and GKE's, found
 // through a library search path. The spec is written as a device plugin
 // writes it, the host's / seen at the fake root (host-driver-root "/"),
 // so the golden files show the host's paths.

@@ -39,7 +39,7 @@ func fileNames(f *Files) []string {
 }
 
 // TestDiscoverHostLayouts: a driver installed as a prefix on a read-only
-// file system of its own (the H200 host of ../shared/gpu-host/RECIPE.md)
+// file system of its own (the H200 host of docs/hosts.md)
 // and GKE's layout, whose libraries no linker cache lists, give a
 // container every file a distribution's layout gives it: the ELF
 // programs at /usr/bin (not the wrapper scripts there), the GSP firmware

@@ -77,7 +77,7 @@ func systemSpecPath(t testing.TB, vendor string) string {
 }
 
 // podmanArgs are what podman needs on these machines (see
-// shared/e2e-notes.md): runc, cgroupfs, no network, explicit rlimits.
+// this machine): runc, cgroupfs, no network, explicit rlimits.
 var podmanArgs = []string{"--runtime", "runc", "--cgroup-manager=cgroupfs", "run", "--rm", "--network=none",
 	"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"}
 

@@ -16,7 +16,7 @@ import (
 // generate --driver-root`, and runs a container with GPU 0 through podman
 // and through containerd: the driver as a prefix on a read-only file
 // system of its own with wrapper scripts in /usr/bin (the H200 host of
-// ../shared/gpu-host/RECIPE.md), and GKE's, whose libraries no linker
+// docs/hosts.md), and GKE's, whose libraries no linker
 // cache lists, found through --library-search-path. Inside, nvidia-smi is
 // the driver's ELF program at /usr/bin, a program linked against libcuda
 // starts, the linker cache lists the driver's libraries where the host

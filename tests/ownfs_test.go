@@ -18,7 +18,7 @@ int main(void) { printf("SMI-ELF\n"); return 0; }
 `
 
 // TestDriverOnItsOwnFileSystem: a host laid out as the GPU host of
-// ../shared/gpu-host/RECIPE.md, the driver in /usr/local/nvidia on a
+// docs/hosts.md, the driver in /usr/local/nvidia on a
 // read-only file system of its own (a tmpfs remounted read-only, as a
 // squashfs is), where no hard link into the driver folder can be made.
 // The spec mounts the prefix whole, in as few mounts as the driver folder

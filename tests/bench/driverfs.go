@@ -35,7 +35,7 @@ func (b *bench) driverFS() error {
 		if err := fakehost.BuildFull(root, profile); err != nil {
 			return fmt.Errorf("fake driver root: %w", err)
 		}
-		// As on the GPU host of ../shared/gpu-host/RECIPE.md, no OpenCL
+		// As on the GPU host of docs/hosts.md, no OpenCL
 		// vendor file in /etc: the common edits' files are all the
 		// prefix's there.
 		if err := os.Remove(filepath.Join(root, "etc/OpenCL/vendors/nvidia.icd")); err != nil {

@@ -22,7 +22,7 @@ const (
 
 // BuildPrefix fills root with the host a profile describes, its driver
 // installed as one prefix on a read-only file system of its own, as on
-// the H200 host of ../shared/gpu-host/RECIPE.md (a squashfs there, a
+// the H200 host of docs/hosts.md (a squashfs there, a
 // read-only tmpfs here, mounted for the test's length): every file of
 // BuildFull, but the libraries in /usr/local/nvidia/lib64 (vdpau's too,
 // in lib64/ itself), the programs in bin/ with /usr/bin/nvidia-* shell
