@@ -76,8 +76,9 @@ func systemSpecPath(t testing.TB, vendor string) string {
 	return p
 }
 
-// podmanArgs are what podman needs on these machines (see
-// this machine): runc, cgroupfs, no network, explicit rlimits.
+// podmanArgs are what podman needs on the test machines (Debian 12 VMs,
+// where crun fails on hybrid cgroups and the hard NOFILE limit is below
+// podman's default): runc, cgroupfs, no network, explicit rlimits.
 var podmanArgs = []string{"--runtime", "runc", "--cgroup-manager=cgroupfs", "run", "--rm", "--network=none",
 	"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"}
 
