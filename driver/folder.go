@@ -132,7 +132,9 @@ func (g *gathered) folderKey() string {
 //     every file on the folder's file system;
 //   - else, group by group: a host folder that holds only the driver's
 //     files mounted whole (see ownFolders), when one such mount gives the
-//     group, or none beyond the common edits' for a capability's;
+//     group, or none beyond the common edits' for a capability's; a file
+//     of the common edits outside such folders (a vendor file in /etc)
+//     goes to the store alone;
 //   - the other groups in a store folder (WithStore, else FolderStore
 //     under the driver root) of hard links where they can be made, and
 //     clones or copies otherwise, when it is there or, with create set,
